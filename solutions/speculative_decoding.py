@@ -1,0 +1,263 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Speculative decoding
+#
+# A small *draft* model proposes k tokens; the large *target* model checks all of them in one forward
+# pass. Every draft token the target would have produced itself is kept, and the first one it would
+# not have produced is replaced by the target's own choice. The output is exactly the target's greedy
+# output, produced with fewer target forward passes.
+#
+# You will build it in two steps:
+# 1. `SpeculativeDecoder`: drafting, vectorised verification and the decoding loop, without caches.
+# 2. `CachedSpeculativeDecoder`: the same with a KV cache on both models, cropped after a rejection.
+#
+# Throughout, `k` is the number of draft tokens proposed per round, `L` the length of the sequence
+# before the draft, and the target's prediction for draft token `i` (0-based) is the logit at
+# position `L - 1 + i`:
+#
+# | position | `L-1` | `L` | ... | `L+k-2` | `L+k-1` |
+# |---|---|---|---|---|---|
+# | token at that position | last prompt token | draft 0 | ... | draft k-2 | draft k-1 |
+# | target's argmax there predicts | draft 0 | draft 1 | ... | draft k-1 | bonus token |
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false}
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from specdec_kit import DecodeResult, common_prefix_length, crop_to
+from specdec_kit.loading import check_same_vocab, default_dtype, dtype_kwargs, model_source, resolve_device
+
+# %% [markdown]
+# ## Part 1: speculative decoding without caches
+#
+# `speculative_decode` runs rounds of five steps until `max_tokens` new tokens exist or the target
+# emits EOS:
+# 1. draft up to k tokens with the draft model (never more than the budget leaves room for);
+# 2. score them with one target forward pass;
+# 3. accept the longest prefix of drafts that matches the target's argmax, and take the target's own
+#    token at the first mismatch (the correction) or after the last draft (the bonus token);
+# 4. append the accepted drafts and the target's token;
+# 5. stop at EOS (nothing after it is emitted) or at the budget.
+
+
+# %% nbgrader={"grade": false, "grade_id": "speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
+class SpeculativeDecoder:
+    """Greedy speculative decoding (Leviathan et al., 2023) for batch size 1, without KV caches."""
+
+    def __init__(self, target_model_name: str, draft_model_name: str, device: str = "cuda",
+                 dtype: torch.dtype | None = None):
+        self.device = resolve_device(device)
+        self.dtype = dtype or default_dtype(self.device)
+        self.target_model, self.target_tokenizer = self.initialize_target_model(target_model_name)
+        self.draft_model, self.draft_tokenizer = self.initialize_draft_model(draft_model_name)
+        check_same_vocab(self.target_tokenizer, self.draft_tokenizer, target_model_name, draft_model_name)
+
+    def initialize_target_model(self, model_name: str):
+        """Load the target for inference: (model in eval mode, tokenizer with a pad token)."""
+        return self._load(model_name)
+
+    def initialize_draft_model(self, model_name: str):
+        """Load the draft like the target, in the same dtype (mixing dtypes would only add casts)."""
+        return self._load(model_name)
+
+    def _load(self, model_name: str):
+        source, kwargs = model_source(model_name)  # hub id, local directory, .gguf file or zoo:<pair>/<role>
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs, **dtype_kwargs(self.dtype))
+        return model.to(self.device).eval(), tokenizer
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              num_speculative_tokens: int = 4) -> torch.Tensor:
+        """The draft model's next `num_speculative_tokens` greedy tokens after `input_ids`: shape (1, k)."""
+        _check_k(num_speculative_tokens)
+        ids, mask = input_ids, attention_mask
+        for _ in range(num_speculative_tokens):
+            logits = self.draft_model(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (1, n, V)
+            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1), stays on the device
+            ids = torch.cat([ids, next_token], dim=1)
+            mask = torch.cat([mask, torch.ones_like(next_token)], dim=1)
+        return ids[:, input_ids.shape[1]:]
+
+    @torch.inference_mode()
+    def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
+                                 attention_mask: torch.Tensor):
+        """Check all drafts with one target forward.
+
+        Returns (accepted_tokens (1, n), n = index of the first rejected draft (k if none), next_token
+        (1, 1): the target's own token at position n, i.e. the correction or the bonus token).
+        """
+        sequence = torch.cat([input_ids, draft_tokens], dim=1)
+        mask = torch.cat([attention_mask, torch.ones_like(draft_tokens)], dim=1)
+        logits = self.target_model(input_ids=sequence, attention_mask=mask, use_cache=False).logits
+        return _accept(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)
+
+    @torch.inference_mode()
+    def speculative_decode(self, prompt: str, max_tokens: int = 100,
+                           num_speculative_tokens: int = 4) -> DecodeResult:
+        """Greedy speculative decoding of `prompt`: at most `max_tokens` new tokens, none after EOS."""
+        _check_k(num_speculative_tokens)
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        if not prompt:
+            raise ValueError("the prompt is empty: give the model some text to continue")
+        encoded = self.target_tokenizer(prompt, return_tensors="pt").to(self.device)
+        input_ids, attention_mask = encoded.input_ids, encoded.attention_mask
+        eos_ids = _eos_ids(self.target_model, self.target_tokenizer)
+        new_tokens, proposed, accepted = [], [], []
+        while len(new_tokens) < max_tokens:
+            # 1. Draft, leaving room in the budget for the target's own token.
+            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)
+            if k > 0:
+                draft_tokens = self.generate_draft_tokens(input_ids, attention_mask, k)
+            else:
+                draft_tokens = input_ids.new_empty((1, 0))
+            # 2-3. Verify in one target pass; accept a prefix and take the target's next token.
+            accepted_tokens, n_accepted, next_token = self.verify_tokens_vectorized(
+                input_ids, draft_tokens, attention_mask)
+            # 4. Append; 5. stop at EOS (keeping it, as generate does) or at the budget.
+            round_tokens = torch.cat([accepted_tokens, next_token], dim=1)
+            emitted = _until_eos(round_tokens[0].tolist(), eos_ids)
+            new_tokens += emitted
+            proposed.append(k)
+            accepted.append(min(n_accepted, len(emitted)))
+            input_ids = torch.cat([input_ids, round_tokens], dim=1)
+            attention_mask = torch.ones_like(input_ids)
+            if emitted[-1] in eos_ids:
+                break
+        text = self.target_tokenizer.decode(new_tokens, skip_special_tokens=True)
+        return DecodeResult(text=text, token_ids=new_tokens, proposed=proposed, accepted=accepted)
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"num_speculative_tokens must be at least 1, got {k}")
+
+
+def _accept(logits: torch.Tensor, draft_tokens: torch.Tensor):
+    """Greedy acceptance. logits: (1, k+1, V), the target's logits from position L-1 on."""
+    k = draft_tokens.shape[1]
+    predicted = logits.argmax(dim=-1)  # (1, k+1): the target's token after each prefix
+    matches = predicted[:, :k] == draft_tokens
+    n_accepted = int(matches.cumprod(dim=1).sum())  # the round's one host sync
+    return draft_tokens[:, :n_accepted], n_accepted, predicted[:, n_accepted:n_accepted + 1]
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    """The ids that end generation: the model's generation config, as `generate` uses, else the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return set(eos) if isinstance(eos, list) else ({eos} if eos is not None else set())
+
+
+def _until_eos(tokens: list[int], eos_ids: set[int]) -> list[int]:
+    """`tokens` up to and including the first EOS."""
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[:i + 1]
+    return tokens
+
+
+# %% [markdown]
+# ## Part 2: KV caches
+#
+# Without caches every draft step and every verification re-encodes the whole sequence. With a
+# `DynamicCache` per model, a round costs k one-token draft steps and one target forward over the new
+# positions only. After a rejection both caches hold positions that are no longer part of the text:
+# crop them with `crop_to(cache, length)`.
+#
+# Each method still takes the full sequence. It crops its model's cache to the longest prefix the
+# cache shares with `input_ids` (never the whole of it: the logit at the last position is needed),
+# feeds only the rest, and starts afresh when the ids do not extend the cache.
+
+
+# %% nbgrader={"grade": false, "grade_id": "cached_speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
+class CachedSpeculativeDecoder(SpeculativeDecoder):
+    """Speculative decoding with a KV cache on both models, kept across rounds and cropped on rejection."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        # Per model: its DynamicCache and the token ids whose keys and values it holds.
+        self._caches = {"target": (None, None), "draft": (None, None)}
+
+    def _reuse_cache(self, role: str, input_ids: torch.Tensor):
+        """Crop `role`'s cache to what it shares with `input_ids` (keeping the last position out).
+
+        Returns (cache or None, number of cached positions); the caller feeds input_ids[:, cached:].
+        """
+        cache, cached_ids = self._caches[role]
+        if cache is None:
+            return None, 0
+        keep = min(common_prefix_length(cached_ids, input_ids), input_ids.shape[1] - 1)
+        if keep == 0:
+            return None, 0
+        crop_to(cache, keep)
+        return cache, keep
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              num_speculative_tokens: int = 4) -> torch.Tensor:
+        _check_k(num_speculative_tokens)
+        cache, cached = self._reuse_cache("draft", input_ids)
+        feed, drafts = input_ids[:, cached:], []
+        for _ in range(num_speculative_tokens):
+            out = self.draft_model(input_ids=feed, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            feed = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1)
+            drafts.append(feed)
+        draft_tokens = torch.cat(drafts, dim=1)  # (1, k)
+        # The last draft was never fed, so the cache ends one position short of the drafts.
+        self._caches["draft"] = (cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
+        return draft_tokens
+
+    @torch.inference_mode()
+    def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
+                                 attention_mask: torch.Tensor):
+        cache, cached = self._reuse_cache("target", input_ids)
+        sequence = torch.cat([input_ids, draft_tokens], dim=1)
+        out = self.target_model(input_ids=sequence[:, cached:], past_key_values=cache, use_cache=True)
+        self._caches["target"] = (out.past_key_values, sequence)
+        # Logits of the fed positions cached..L+k-1; the prediction for draft 0 sits at L-1.
+        first = input_ids.shape[1] - 1 - cached
+        return _accept(out.logits[:, first:, :], draft_tokens)
+
+    def speculative_decode(self, prompt: str, max_tokens: int = 100,
+                           num_speculative_tokens: int = 4) -> DecodeResult:
+        self._reset_caches()  # a new prompt shares nothing with the last one
+        return super().speculative_decode(prompt, max_tokens, num_speculative_tokens)
+
+
+# %% [markdown]
+# ## Try it
+#
+# On a GPU with internet this uses the course's Pythia pair; offline it uses the kit's `tiny` pair.
+
+# %% tags=["demo"]
+from specdec_kit.loading import default_pair, resolve_pair
+
+demo_device = "cuda" if torch.cuda.is_available() else "cpu"
+demo_target, demo_draft = resolve_pair(default_pair(demo_device) if demo_device == "cuda" else "tiny")
+decoder = CachedSpeculativeDecoder(demo_target, demo_draft, device=demo_device)
+result = decoder.speculative_decode("The future of Artificial Intelligence is", max_tokens=40,
+                                    num_speculative_tokens=4)
+print(repr(result.text))
+print(f"{result.rounds} rounds, acceptance rate {result.acceptance_rate:.0%}, "
+      f"{result.tokens_per_round:.2f} tokens per round")

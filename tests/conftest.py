@@ -1,0 +1,52 @@
+"""Shared fixtures: the solution's decoder classes (through the seam) and the zoo pairs they run on.
+
+Example run: python -m pytest tests/ -q
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from specdec_kit import zoo
+from specdec_kit.adapters import load_decoder_classes
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTION = REPO / "solutions" / "speculative_decoding.ipynb"
+DECODER_NAMES = ["SpeculativeDecoder", "CachedSpeculativeDecoder"]
+
+torch.set_num_threads(int(os.environ.get("SPECDEC_TEST_THREADS", "2")))
+
+
+@pytest.fixture(scope="session")
+def solution_classes():
+    return load_decoder_classes(SOLUTION)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs():
+    return tuple(str(p) for p in zoo.materialize("tiny"))
+
+
+@pytest.fixture(scope="session")
+def scripted_dirs():
+    return tuple(str(p) for p in zoo.materialize("scripted"))
+
+
+@pytest.fixture(scope="session", params=DECODER_NAMES)
+def tiny_decoder(request, solution_classes, tiny_dirs):
+    """Each solution class on the tiny pair, fp32 on the CPU."""
+    return solution_classes[request.param](*tiny_dirs, device="cpu")
+
+
+@pytest.fixture(scope="session", params=DECODER_NAMES)
+def scripted_decoder(request, solution_classes, scripted_dirs):
+    return solution_classes[request.param](*scripted_dirs, device="cpu")
+
+
+def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
+    """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
+    ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids
+    out = decoder.target_model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
+    return out[0, ids.shape[1]:].tolist()

@@ -1,0 +1,70 @@
+"""Behaviour counted from outside the decoder: forward calls and the input length of each."""
+
+from conftest import target_greedy
+from specdec_kit import zoo
+from specdec_kit.counting import ForwardRecorder
+
+PROMPT = "The future of Artificial Intelligence is"
+MAX_NEW, K = 30, 4
+
+
+def decode_recorded(decoder, prompt=PROMPT, max_tokens=MAX_NEW, k=K):
+    with ForwardRecorder(decoder.target_model) as target_calls, ForwardRecorder(decoder.draft_model) as draft_calls:
+        result = decoder.speculative_decode(prompt, max_tokens, k)
+    return result, target_calls, draft_calls
+
+
+def test_one_target_forward_per_round(tiny_decoder):
+    result, target_calls, _ = decode_recorded(tiny_decoder)
+    assert len(target_calls) == result.rounds, (
+        f"{len(target_calls)} target forwards for {result.rounds} rounds: verification must score all drafts, "
+        "the correction and the bonus token in one target pass"
+    )
+
+
+def test_cached_decoder_never_resends_the_prefix(solution_classes, tiny_dirs):
+    decoder = solution_classes["CachedSpeculativeDecoder"](*tiny_dirs, device="cpu")
+    result, target_calls, draft_calls = decode_recorded(decoder)
+    prompt_len = len(decoder.target_tokenizer(PROMPT).input_ids)
+    assert result.token_ids == target_greedy(decoder, PROMPT, MAX_NEW)
+    # Target: a prefill, then per round the last round's target token plus this round's drafts, on a
+    # cache cropped to everything before that token (so rejected drafts are gone).
+    length = prompt_len
+    for i, (call, k) in enumerate(zip(target_calls, result.proposed)):
+        if i == 0:
+            assert call.cached_tokens == 0 and call.new_tokens == prompt_len + k
+        else:
+            assert call.cached_tokens == length - 1, (
+                f"round {i}: the target cache holds {call.cached_tokens} positions, expected {length - 1}; "
+                "crop it after a rejection and never re-send the prefix"
+            )
+            assert call.new_tokens == k + 1
+        length += result.accepted[i] + 1
+    # Draft: one prefill, then one token per step, two right after a fully accepted round.
+    assert draft_calls[0].cached_tokens == 0
+    assert all(call.new_tokens <= 2 for call in draft_calls[1:]), [c.new_tokens for c in draft_calls]
+    assert any(0 < a < k for a, k in zip(result.accepted, result.proposed)), "the run should include rejections"
+
+
+def test_uncached_decoder_feeds_whole_sequences(solution_classes, tiny_dirs):
+    """The uncached class re-encodes by design: every call sees the full sequence and no cache."""
+    decoder = solution_classes["SpeculativeDecoder"](*tiny_dirs, device="cpu")
+    result, target_calls, draft_calls = decode_recorded(decoder)
+    assert all(call.cached_tokens == 0 for call in [*target_calls, *draft_calls])
+    assert len(draft_calls) == sum(result.proposed)
+
+
+def test_scripted_cache_is_cropped_to_shared_prefix(solution_classes, scripted_dirs):
+    """Calling the cached verifier on a sequence that diverges from its cache re-feeds from the divergence."""
+    import torch
+
+    decoder = solution_classes["CachedSpeculativeDecoder"](*scripted_dirs, device="cpu")
+    script = zoo.scripted_script()
+    ids = torch.tensor([list(script.cycle[:6])])
+    drafts = torch.tensor([[script.cycle[6], script.cycle[7]]])
+    mask = torch.ones_like(ids)
+    with ForwardRecorder(decoder.target_model) as calls:
+        decoder.verify_tokens_vectorized(ids, drafts, mask)
+        decoder.verify_tokens_vectorized(ids[:, :4], drafts, mask[:, :4])  # shares 4 positions: keep 3
+        decoder.verify_tokens_vectorized(torch.tensor([list(script.cycle[10:14])]), drafts, mask[:, :4])
+    assert [(c.cached_tokens, c.new_tokens) for c in calls] == [(0, 8), (3, 3), (0, 6)]
