@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_kit import zoo
+from specdec_kit import demo, zoo
 from specdec_kit.adapters import load_decoder_classes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,5 +48,4 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids
-    out = decoder.target_model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
-    return out[0, ids.shape[1]:].tolist()
+    return demo.target_greedy(decoder.target_model, ids, max_new_tokens)

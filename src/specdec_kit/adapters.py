@@ -32,7 +32,7 @@ DECODER_CLASSES = ("SpeculativeDecoder", "CachedSpeculativeDecoder")
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-class NotebookError(Exception):
+class NotebookError(ValueError):
     """A notebook the seam cannot use, with the cell and what to fix."""
 
 

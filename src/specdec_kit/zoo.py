@@ -69,6 +69,7 @@ class PairSpec:
     tie_fraction: float  # share of tokens whose successor the context decides (0 for `scripted`)
     seed: int
     save_dtype: str = "float32"
+    check_prompts: bool = True  # run both models over the kit's prompts at build time (too slow on a CPU for 1.4B)
 
 
 PAIRS = {
@@ -79,10 +80,10 @@ PAIRS = {
         PairSpec("tiny", "small and context-dependent; acceptance about 70%",
                  Shape(448, 3, 7), Shape(384, 1, 6), tie_fraction=0.4, seed=21),
         PairSpec("synthetic-small", "CPU benchmark; draft about a tenth of the target's cost",
-                 Shape(1024, 8, 16), Shape(384, 2, 6), tie_fraction=0.25, seed=31),
+                 Shape(1024, 8, 16), Shape(384, 2, 6), tie_fraction=0.12, seed=31),
         PairSpec("synthetic-pythia", "pythia-1.4b and pythia-160m shapes, for a GPU",
-                 Shape(2048, 24, 16, 50304), Shape(768, 12, 12, 50304), tie_fraction=0.25, seed=41,
-                 save_dtype="float16"),
+                 Shape(2048, 24, 16, 50304), Shape(768, 12, 12, 50304), tie_fraction=0.12, seed=41,
+                 save_dtype="float16", check_prompts=False),
     ]
 }
 
@@ -136,8 +137,7 @@ def _build_atomically(spec: PairSpec, root: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log.info("zoo: built %s in %s (draft agrees with target greedy on %.0f%% of positions)",
-             spec.name, root, 100 * record["agreement"])
+    log.info("zoo: built %s in %s", spec.name, root)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,9 +252,9 @@ def _rng(seed: int) -> torch.Generator:
 def build_pair(spec: PairSpec, out_dir: Path, max_tries: int = 20) -> dict:
     """Build and save both models of `spec` with the kit's tokenizer; return the build record.
 
-    Branching pairs are rebuilt with the next seed until the target's greedy continuation of every
-    prompt in the kit's prompt set has a top-1/top-2 margin of at least MIN_MARGIN, so that correct
-    decoders never meet a near-tie on them.
+    Pairs are rebuilt with the next seed until the target's greedy continuation of every prompt in the
+    kit's prompt set (to its max_new_tokens) has a top-1/top-2 margin of at least MIN_MARGIN, so that
+    correct decoders never meet a near-tie on them; the record gives the draft's agreement there.
     """
     tokenizer = build_tokenizer()
     for attempt in range(max_tries):
@@ -265,6 +265,9 @@ def build_pair(spec: PairSpec, out_dir: Path, max_tries: int = 20) -> dict:
             target_table, draft_table = _branching_table(spec, tokenizer)
         target = _build_model(spec.target, target_table, spec.tie_fraction > 0, seed, tokenizer.eos_token_id)
         draft = _build_model(spec.draft, draft_table, spec.tie_fraction > 0, seed + 1, tokenizer.eos_token_id)
+        if not spec.check_prompts:
+            margin = agreement = None
+            break
         margin, agreement = _check_on_prompts(target, draft, tokenizer)
         if margin >= MIN_MARGIN:
             break
@@ -370,7 +373,7 @@ def _tie_break_rows(model: GPTNeoXForCausalLM, spare_dirs: torch.Tensor, vocab: 
     return (TIE_SIGMA / logits.std()) * weights @ spare_dirs.T
 
 
-def _check_on_prompts(target, draft, tokenizer, max_new_tokens: int = 64) -> tuple[float, float]:
+def _check_on_prompts(target, draft, tokenizer) -> tuple[float, float]:
     """Smallest top-1/top-2 gap of the target along its greedy continuation of every kit prompt,
     and the share of those positions where the draft's argmax equals the target's."""
     from .prompts import load_prompts
@@ -379,8 +382,7 @@ def _check_on_prompts(target, draft, tokenizer, max_new_tokens: int = 64) -> tup
     with torch.inference_mode():
         for prompt in load_prompts():
             ids = tokenizer(prompt.text, return_tensors="pt").input_ids
-            out = target.generate(ids, max_new_tokens=min(max_new_tokens, prompt.max_new_tokens),
-                                  do_sample=False, min_new_tokens=1)
+            out = target.generate(ids, max_new_tokens=prompt.max_new_tokens, do_sample=False)
             positions = slice(ids.shape[1] - 1, out.shape[1] - 1)
             target_logits = target(out).logits[0, positions]
             top2 = target_logits.topk(2, dim=-1).values

@@ -1,0 +1,41 @@
+# The two commands of the README, each installing what it needs into .venv first:
+#   make demo     run the reference decoder over the kit's prompts on this machine's default pair
+#   make test     lint, check the solution notebook is built from its .py, run the tests
+# Pins come from environment.yml; torch is named first so pip takes the CPU build on disk here.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test
+
+$(STAMP): pyproject.toml environment.yml
+	python3 -m venv $(VENV)
+	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/pins.txt
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/specdec-kit demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/specdec-kit build-notebook --check solutions/speculative_decoding.py
+	$(PY) -m pytest -q
+
+# CI's second leg: the decoder and crop_to tests again on the newest transformers 4.x (Colab may run 4.x).
+TRANSFORMERS4 := 4.57.6
+VENV4 := .venv4
+STAMP4 := $(VENV4)/.installed
+
+$(STAMP4): pyproject.toml environment.yml
+	python3 -m venv $(VENV4)
+	grep -v '^transformers==' $(VENV)/pins.txt > $(VENV4)/pins.txt
+	$(VENV4)/bin/python -m pip install -q torch==2.13.0
+	$(VENV4)/bin/python -m pip install -q -c $(VENV4)/pins.txt transformers==$(TRANSFORMERS4) -e '.[dev]'
+	touch $(STAMP4)
+
+.PHONY: test-transformers4
+test-transformers4: $(STAMP) $(STAMP4)
+	$(VENV4)/bin/python -m pytest -q tests/test_cache.py tests/test_scripted.py tests/test_forwards.py \
+		tests/test_exactness.py tests/test_errors.py

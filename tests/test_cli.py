@@ -1,0 +1,42 @@
+"""The `specdec-kit` command: the demo's table, the notebook-build check and clear errors."""
+
+import shutil
+
+import pytest
+
+from conftest import REPO
+from specdec_kit.cli import main
+
+
+def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code = main(["demo", "--pair", "tiny", "--k", "3", "--max-new-tokens", "12", "--threads", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "identical to target greedy: 13/13 prompts" in out
+    assert "pair: tiny" in out and "device cpu, dtype float32, threads 2, k 3" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["demo", "--pair", "tiny", "--k", "0"], "--k must be at least 1"),
+    (["demo", "--pair", "nope"], "unknown pair 'nope'"),
+    (["demo", "--pair", "tiny", "--notebook", "missing.ipynb"], "no notebook at missing.ipynb"),
+    (["demo", "--target", "zoo:tiny/target"], "--target and --draft go together"),
+])
+def test_bad_arguments_give_one_clear_line(capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(REPO)
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_build_notebook_check_detects_a_stale_notebook(tmp_path, capsys):
+    script = tmp_path / "nb.py"
+    shutil.copy(REPO / "solutions" / "speculative_decoding.py", script)
+    assert main(["build-notebook", str(script)]) == 0
+    assert main(["build-notebook", "--check", str(script)]) == 0
+    first = script.with_suffix(".ipynb").read_text()
+    assert main(["build-notebook", str(script)]) == 0
+    assert script.with_suffix(".ipynb").read_text() == first, "rebuilding must give the same bytes"
+    script.write_text(script.read_text() + "\n# %%\nx = 1\n")
+    assert main(["build-notebook", "--check", str(script)]) == 1
+    assert "is stale" in capsys.readouterr().err
