@@ -1,6 +1,7 @@
 """The `specdec-kit` command.
 
     specdec-kit demo [--pair tiny] [--k 4] [--notebook PATH]   decode the kit's prompts, compare with target greedy
+    specdec-kit bench [--pair synthetic-small] [--k 1,2,4,8]   time the decoders against their peers; CSV, JSON, plot
     specdec-kit zoo [PAIR ...]                                 build offline pairs into the cache, print their records
     specdec-kit build-notebook solutions/speculative_decoding.py [--check]
 """
@@ -11,6 +12,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -18,17 +20,24 @@ import torch
 DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    import pandas as pd
+@dataclass
+class Run:
+    """What `demo` and `bench` share: the device, the pair, the prompts and the notebook's classes."""
 
-    from . import zoo
+    device: torch.device
+    pair: str | None
+    target: str
+    draft: str
+    prompts: list
+    dtype: torch.dtype | None
+    classes: dict
+
+
+def _common(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
     from .adapters import load_decoder_classes
-    from .demo import run_demo
     from .loading import default_pair, resolve_device, resolve_pair
     from .prompts import load_prompts
 
-    if args.k < 1:
-        raise ValueError(f"--k must be at least 1, got {args.k}")
     device = resolve_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.set_num_threads(args.threads)
     if args.target or args.draft:
@@ -38,20 +47,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         pair = args.pair or default_pair(device)
         target, draft = resolve_pair(pair)
-    prompts = load_prompts(args.prompts)
+    prompts = load_prompts(args.prompts)[: args.limit]
     if args.max_new_tokens:
-        prompts = [p.__class__(p.id, p.category, p.text, args.max_new_tokens) for p in prompts]
+        prompts = [replace(p, max_new_tokens=args.max_new_tokens) for p in prompts]
     dtype = getattr(torch, args.dtype) if args.dtype else None
-    decoder_cls = load_decoder_classes(_notebook(args.notebook))["CachedSpeculativeDecoder"]
-    decoder = decoder_cls(target, draft, device=str(device), dtype=dtype)
+    classes = load_decoder_classes(_notebook(args.notebook), class_names)
+    return Run(device, pair, target, draft, prompts, dtype, classes)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from . import zoo
+    from .demo import run_demo
+
+    _check_k([args.k])
+    run = _common(args, ("CachedSpeculativeDecoder",))
+    decoder = run.classes["CachedSpeculativeDecoder"](run.target, run.draft, device=str(run.device), dtype=run.dtype)
     dtype_name = str(decoder.target_model.dtype).removeprefix("torch.")
-    print(f"pair: {pair or 'custom'} (target {target}, draft {draft})")
-    print(f"device {device}, dtype {dtype_name}, threads {torch.get_num_threads()}, k {args.k}, "
+    print(f"pair: {run.pair or 'custom'} (target {run.target}, draft {run.draft})")
+    print(f"device {run.device}, dtype {dtype_name}, threads {torch.get_num_threads()}, k {args.k}, "
           f"notebook {args.notebook or DEFAULT_NOTEBOOK}")
-    if pair in zoo.PAIRS and zoo.pair_info(pair)["agreement"] is not None:
-        print(f"zoo build: the draft's argmax equals the target's on {zoo.pair_info(pair)['agreement']:.0%} "
+    if run.pair in zoo.PAIRS and zoo.pair_info(run.pair)["agreement"] is not None:
+        print(f"zoo build: the draft's argmax equals the target's on {zoo.pair_info(run.pair)['agreement']:.0%} "
               "of the positions of the kit's prompts")
-    table = run_demo(decoder, prompts, args.k)
+    table = run_demo(decoder, run.prompts, args.k)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     identical = (table["identical"] == "yes").sum()
@@ -59,6 +79,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{table['speedup'].median():.2f}x, acceptance rate {table['acceptance'].mean():.0%}")
     # In fp32 anything but identical output is a bug; in fp16/bf16 a near-tie can flip (the note says where).
     return 0 if identical == len(table) or decoder.target_model.dtype != torch.float32 else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from . import bench
+
+    k_values = [int(k) for k in args.k.split(",")]
+    _check_k(k_values)
+    methods = args.methods.split(",")
+    unknown = set(methods) - set(bench.METHODS)
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(bench.METHODS)}")
+    needed = tuple(bench.DECODER_METHODS[m] for m in methods if m in bench.DECODER_METHODS)
+    run = _common(args, needed)
+    setup = bench.make_setup(run.target, run.draft, run.classes, run.device, run.dtype, methods)
+    rows, micro = bench.run_bench(setup, run.prompts, k_values, args.repeats, methods)
+    document = bench.report(setup, rows, micro, pair=run.pair, target=run.target, draft=run.draft,
+                            k_values=k_values)
+    paths = bench.write_outputs(document, Path(args.out), Path(args.json) if args.json else None)
+    columns = ["method", "k", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
+               "predicted_speedup", "forward_bound_speedup", "efficiency", "identical_all"]
+    summary = pd.DataFrame(document["summary"])[columns]
+    print(f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
+          f"{document['threads']} threads, {len(run.prompts)} prompts x {args.repeats} repeats; "
+          f"c = draft_1/target_1 = {micro['draft_1'] / micro['target_1']:.3f}; target_verify/target_1 by k: "
+          + ", ".join(f"{k}: {v / micro['target_1']:.2f}" for k, v in micro["target_verify"].items()))
+    with pd.option_context("display.width", 200):
+        print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    print(json.dumps({"summary": document["summary"], "micro": micro}))
+    return 0 if summary.identical_all.all() or document["dtype"] != "float32" else 1
+
+
+def _check_k(k_values: list[int]) -> None:
+    if not k_values or min(k_values) < 1:
+        raise ValueError(f"--k must be at least 1, got {k_values}")
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
@@ -95,21 +152,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specdec-kit", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="decode the kit's prompts with a notebook's cached decoder")
-    demo.add_argument("--pair", help="pythia, gpt2 or a zoo pair (default: pythia on a GPU with the hub, "
-                                     "else synthetic-small)")
-    demo.add_argument("--target", help="target model name, directory or .gguf file (with --draft)")
-    demo.add_argument("--draft", help="draft model name, directory or .gguf file (with --target)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pair", help="pythia, gpt2 or a zoo pair (default: pythia on a GPU with the hub, "
+                                       "else an offline pair)")
+    common.add_argument("--target", help="target model name, directory or .gguf file (with --draft)")
+    common.add_argument("--draft", help="draft model name, directory or .gguf file (with --target)")
+    common.add_argument("--prompts", help="prompts JSON file (default: the kit's data/prompts.json)")
+    common.add_argument("--limit", type=int, help="use only the first N prompts")
+    common.add_argument("--max-new-tokens", type=int, help="override every prompt's max_new_tokens")
+    common.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    common.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                        help="model dtype (default: float16 on CUDA, float32 on CPU)")
+    common.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="torch CPU threads, set and recorded (default: torch's default here)")
+    common.add_argument("--notebook", help=f"notebook whose decoders to run (default: {DEFAULT_NOTEBOOK})")
+
+    demo = commands.add_parser("demo", parents=[common], help="decode the kit's prompts with a notebook's decoder")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per round (default 4)")
-    demo.add_argument("--prompts", help="prompts JSON file (default: the kit's data/prompts.json)")
-    demo.add_argument("--max-new-tokens", type=int, help="override every prompt's max_new_tokens")
-    demo.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    demo.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
-                      help="model dtype (default: float16 on CUDA, float32 on CPU)")
-    demo.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                      help="torch CPU threads (default: torch's default on this machine)")
-    demo.add_argument("--notebook", help=f"notebook whose decoder to run (default: {DEFAULT_NOTEBOOK})")
     demo.set_defaults(func=cmd_demo)
+
+    bench = commands.add_parser("bench", parents=[common],
+                                help="time the notebook's decoders against target greedy and HF assisted generation")
+    bench.add_argument("--k", default="1,2,4,8", help="comma-separated k values (default 1,2,4,8)")
+    bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt (default 3)")
+    bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,notebook",
+                       help="comma-separated subset of target_greedy,hf_assisted,no_cache,notebook")
+    bench.add_argument("--out", default="out/bench", help="directory for bench.csv, bench.json, bench.png")
+    bench.add_argument("--json", help="write the JSON here instead of OUT/bench.json")
+    bench.set_defaults(func=cmd_bench)
 
     zoo_cmd = commands.add_parser("zoo", help="build offline model pairs into the cache and print their records")
     zoo_cmd.add_argument("pairs", nargs="*", help="pairs to build (default: scripted tiny synthetic-small)")

@@ -1,12 +1,16 @@
-"""Count a model's forward calls from outside, never trusting the decoder's own numbers.
+"""Count and time a model's forward calls from outside, never trusting the decoder's own numbers.
 
     with ForwardRecorder(decoder.target_model) as target_calls:
         decoder.speculative_decode(prompt)
-    print(len(target_calls), [call.new_tokens for call in target_calls])
+    print(len(target_calls), [call.new_tokens for call in target_calls], target_calls.seconds)
+
+On CUDA each recorded call is bracketed by `torch.cuda.synchronize`, so its seconds are the GPU's
+and not the launch's; that costs tens of microseconds per call against forwards of milliseconds.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -16,27 +20,46 @@ import torch
 class ForwardCall:
     new_tokens: int  # positions fed in this call (input_ids.shape[1])
     cached_tokens: int  # positions already in the KV cache passed to it (0 without one)
+    seconds: float  # wall time of the call
 
 
 class ForwardRecorder(list):
-    """A list of ForwardCall, appended to by a forward pre-hook while the `with` block runs."""
+    """A list of ForwardCall, appended to by forward hooks while the `with` block runs."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self._model = model
-        self._handle = None
+        self._handles = []
+        self._pending = None  # (new_tokens, cached_tokens, start) of the call in progress
+        self._cuda = next(model.parameters()).device.type == "cuda"
 
     def __enter__(self) -> ForwardRecorder:
-        self._handle = self._model.register_forward_pre_hook(self._record, with_kwargs=True)
+        self._handles = [
+            self._model.register_forward_pre_hook(self._before, with_kwargs=True),
+            self._model.register_forward_hook(self._after, always_call=True),
+        ]
         return self
 
     def __exit__(self, *exc) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
 
-    def _record(self, module, args, kwargs) -> None:
+    @property
+    def seconds(self) -> float:
+        return sum(call.seconds for call in self)
+
+    def _before(self, module, args, kwargs) -> None:
         input_ids = kwargs.get("input_ids", args[0] if args else None)
         if input_ids is None:  # called with inputs_embeds
             input_ids = kwargs["inputs_embeds"][..., 0]
         cache = kwargs.get("past_key_values")
         cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
-        self.append(ForwardCall(new_tokens=input_ids.shape[1], cached_tokens=int(cached)))
+        if self._cuda:
+            torch.cuda.synchronize()
+        self._pending = (input_ids.shape[1], int(cached), time.perf_counter())
+
+    def _after(self, module, args, output) -> None:
+        if self._cuda:
+            torch.cuda.synchronize()
+        new_tokens, cached, start = self._pending
+        self.append(ForwardCall(new_tokens, cached, time.perf_counter() - start))

@@ -1,0 +1,385 @@
+"""`specdec-kit bench`: a notebook's decoders against target greedy and HF assisted generation.
+
+    specdec-kit bench --pair synthetic-small --k 1,2,4,8 --repeats 3 --out out/bench
+
+On one pair, one machine and the same prompts, in one run, it times:
+- `target_greedy`: the target's own `generate(do_sample=False)` with its cache (the baseline);
+- `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config and
+  checked against the calls the draft actually received;
+- `no_cache`: the notebook's `SpeculativeDecoder`;
+- `notebook`: the notebook's `CachedSpeculativeDecoder`.
+Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
+so drift hits all alike. Forward calls are counted and timed by hooks on the models (`counting.py`),
+never taken from the decoder. The figures (`rows`, `summary`, `micro`) follow `bench_schema.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import torch
+import transformers
+from tqdm.auto import tqdm
+
+from .cache import crop_to
+from .counting import ForwardRecorder
+from .demo import synchronize, target_greedy, timed
+from .loading import load_model
+from .prompts import Prompt
+
+SCHEMA_VERSION = 1
+METHODS = ("target_greedy", "hf_assisted", "no_cache", "notebook")
+DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "notebook": "CachedSpeculativeDecoder"}
+CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
+MICRO_REPEATS = 15
+WARMUP_TOKENS = 8
+
+
+class HFKMismatchError(RuntimeError):
+    """HF assisted generation proposed a different number of draft tokens than asked."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One decode: its new tokens and, for speculative methods, per-round proposed/accepted drafts."""
+
+    token_ids: list[int]
+    proposed: list[int] | None = None
+    accepted: list[int] | None = None
+    ended_at_eos: bool = False
+
+
+@dataclass
+class Setup:
+    """What the methods run on: the kit's own target and draft, and the notebook's decoders."""
+
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    tokenizer: object
+    decoders: dict[str, object]  # method name -> decoder instance
+    device: torch.device
+
+
+# ---------------------------------------------------------------------------------------------
+# The four methods
+
+
+def run_target_greedy(setup: Setup, prompt: str, max_new: int, k: int | None) -> Outcome:
+    ids = _encode(setup, prompt)
+    return Outcome(target_greedy(setup.target, ids, max_new))
+
+
+def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
+    """transformers 5 reads k from the draft's generation config and ignores a generate() argument."""
+    config = draft.generation_config
+    config.num_assistant_tokens = k
+    config.num_assistant_tokens_schedule = "constant"
+    config.assistant_confidence_threshold = 0.0
+
+
+def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
+    ids = _encode(setup, prompt)
+    pin_assistant_k(setup.draft, k)
+    with ForwardRecorder(setup.target) as calls:
+        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
+                                    max_new_tokens=max_new, do_sample=False)
+    tokens = out[0, ids.shape[1]:].tolist()
+    proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
+    if max(proposed) != min(k, max_new - 1):
+        raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
+                               f"{max(proposed)} draft tokens per round: {proposed}")
+    return Outcome(tokens, proposed, accepted)
+
+
+def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[list[int], list[int]]:
+    """Per-round proposed and accepted drafts of a cached decoder, read off its target's forwards.
+
+    Round r feeds the last round's token plus its drafts onto a cache holding everything before that
+    token, so the cache length grows by exactly the tokens round r emitted (accepted drafts + 1).
+    """
+    lengths = [prompt_len] + [call.cached_tokens + 1 for call in calls[1:]] + [prompt_len + new_tokens]
+    proposed = [calls[0].new_tokens - prompt_len] + [call.new_tokens - 1 for call in calls[1:]]
+    accepted = [after - before - 1 for before, after in zip(lengths, lengths[1:])]
+    return proposed, accepted
+
+
+def run_decoder(method: str) -> Callable:
+    def run(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
+        result = setup.decoders[method].speculative_decode(prompt, max_new, k)
+        eos = setup.tokenizer.eos_token_id
+        return Outcome(list(result.token_ids), list(result.proposed), list(result.accepted),
+                       ended_at_eos=bool(result.token_ids) and result.token_ids[-1] == eos)
+    return run
+
+
+RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
+           "no_cache": run_decoder("no_cache"), "notebook": run_decoder("notebook")}
+
+
+def _encode(setup: Setup, prompt: str) -> torch.Tensor:
+    return setup.tokenizer(prompt, return_tensors="pt").input_ids.to(setup.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+def acceptance_figures(outcome: Outcome) -> dict:
+    """acceptance rate, alpha and tokens per round of one speculative decode.
+
+    A rejection is a round that accepted fewer drafts than it proposed, except a final round that
+    ended the text at EOS (its drafts after EOS were never emitted, not rejected). Rounds that
+    proposed no draft (the budget left room for the target's token only) count toward neither.
+    """
+    proposed, accepted = sum(outcome.proposed), sum(outcome.accepted)
+    rejections = sum(a < p for a, p in zip(outcome.accepted, outcome.proposed))
+    if outcome.ended_at_eos and outcome.accepted[-1] < outcome.proposed[-1]:
+        rejections -= 1
+    rounds = len(outcome.proposed)
+    return {
+        "acceptance_rate": accepted / proposed if proposed else None,
+        "alpha": accepted / (accepted + rejections) if accepted + rejections else None,
+        "tokens_per_round": len(outcome.token_ids) / rounds if rounds else None,
+        "rounds": rounds, "accepted": accepted, "proposed": proposed, "rejections": rejections,
+    }
+
+
+def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new: int) -> tuple[Outcome, dict]:
+    """Run one method once, timed, with both models' forwards counted and timed by hooks."""
+    with ForwardRecorder(_model_of(setup, method, "target")) as target_calls, \
+            ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
+        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new, k)
+    row = {
+        "method": method, "k": k, "prompt_id": prompt.id, "new_tokens": len(outcome.token_ids),
+        "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
+        "target_forwards": len(target_calls), "draft_forwards": len(draft_calls),
+        "target_input_lengths": [c.new_tokens for c in target_calls],
+        "draft_input_lengths": [c.new_tokens for c in draft_calls],
+        "forward_seconds": target_calls.seconds + draft_calls.seconds,
+    }
+    if outcome.proposed is None:
+        row.update(acceptance_rate=None, alpha=None, tokens_per_round=None)
+    else:
+        row.update(acceptance_figures(outcome))
+    return outcome, row
+
+
+def _model_of(setup: Setup, method: str, role: str) -> torch.nn.Module:
+    if method in DECODER_METHODS:
+        return getattr(setup.decoders[method], f"{role}_model")
+    return setup.target if role == "target" else setup.draft
+
+
+@torch.inference_mode()
+def micro_benchmark(setup: Setup, k_values: list[int], context_len: int = CONTEXT_LEN) -> dict:
+    """Median seconds of single forwards on a cache of `context_len`: the costs the theory needs."""
+    gen = torch.Generator().manual_seed(0)
+    vocab = len(setup.tokenizer)
+    context = torch.randint(0, vocab, (1, context_len), generator=gen).to(setup.device)
+
+    def median_forward(model, new_tokens: int) -> float:
+        cache = model(context, use_cache=True).past_key_values
+        ids = torch.randint(0, vocab, (1, new_tokens), generator=gen).to(setup.device)
+
+        def step():
+            model(ids, past_key_values=cache, use_cache=True)
+            crop_to(cache, context_len)
+
+        times = [timed(setup.device, step)[1] for _ in range(MICRO_REPEATS + 2)]
+        return statistics.median(times[2:])  # the first two warm up
+
+    return {
+        "context_len": context_len, "threads": torch.get_num_threads(),
+        "target_1": median_forward(setup.target, 1), "draft_1": median_forward(setup.draft, 1),
+        "target_verify": {str(k): median_forward(setup.target, k + 1) for k in k_values},
+    }
+
+
+def leviathan_speedup(alpha: float, k: int, c: float) -> float:
+    """Expected speedup of Leviathan et al. (2023): (1 - a^(k+1)) / ((1 - a)(k c + 1))."""
+    if alpha >= 1:
+        return (k + 1) / (k * c + 1)
+    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
+
+
+def summarize(rows: list[dict], micro: dict) -> list[dict]:
+    """One entry per method and k: medians, paired speedups and the theory beside them."""
+    table = pd.DataFrame(rows)
+    greedy = table[table.method == "target_greedy"].set_index(["prompt_id", "repeat"])["tokens_per_s"]
+    greedy_s_per_token = (table[table.method == "target_greedy"].seconds.sum()
+                          / table[table.method == "target_greedy"].new_tokens.sum())
+    c = micro["draft_1"] / micro["target_1"]
+    summary = []
+    for (method, k), group in table.groupby(["method", table.k.fillna(-1)], sort=False):
+        k = None if k == -1 else int(k)
+        paired = group.tokens_per_s.to_numpy() / greedy.loc[list(zip(group.prompt_id, group.repeat))].to_numpy()
+        entry = {
+            "method": method, "k": k, "tokens_per_s": float(group.tokens_per_s.median()),
+            "speedup": float(pd.Series(paired).median()),
+            "speedup_q1": float(pd.Series(paired).quantile(0.25)),
+            "speedup_q3": float(pd.Series(paired).quantile(0.75)),
+            "acceptance_rate": None, "alpha": None, "tokens_per_round": None, "c": c,
+            "predicted_speedup": None, "forward_bound_speedup": None,
+            "efficiency": float(group.forward_seconds.sum() / group.seconds.sum()),
+            "identical_all": bool(group.identical_to_target.all()),
+        }
+        if k is not None:
+            accepted, proposed = group.accepted.sum(), group.proposed.sum()
+            rejections = group.rejections.sum()
+            alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
+            per_round = group.new_tokens.sum() / group.rounds.sum()
+            verify = micro["target_verify"].get(str(k))
+            entry.update({
+                "acceptance_rate": float(accepted / proposed) if proposed else None,
+                "alpha": float(alpha), "tokens_per_round": float(per_round),
+                "predicted_speedup": leviathan_speedup(alpha, k, c),
+                "forward_bound_speedup": float(per_round * greedy_s_per_token / (k * micro["draft_1"] + verify))
+                if verify else None,
+            })
+        summary.append(entry)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
+              methods: list[str], max_new_tokens: int | None = None, progress: bool = True) -> tuple[list, dict]:
+    """All rows (method x k x prompt x repeat) and the micro-benchmark, methods interleaved."""
+    if "target_greedy" not in methods:
+        methods = ["target_greedy", *methods]  # the baseline every speedup is paired with
+    plan = [(m, None) for m in methods if m == "target_greedy"]
+    plan += [(m, k) for k in k_values for m in methods if m != "target_greedy"]
+    warm = prompts[0]
+    for method, k in plan:  # warm-up: first calls pay for allocation, kernel selection and caches
+        RUNNERS[method](setup, warm.text, WARMUP_TOKENS, k)
+    rows = []
+    bar = tqdm(total=repeats * len(prompts) * len(plan), desc="bench", disable=not progress)
+    for repeat in range(repeats):
+        for prompt in prompts:
+            max_new = max_new_tokens or prompt.max_new_tokens
+            shift = (repeat + prompts.index(prompt)) % len(plan)
+            outcomes = {}
+            for method, k in plan[shift:] + plan[:shift]:  # rotate the order: drift hits every method
+                outcomes[(method, k)] = measure(setup, method, prompt, k, max_new)
+                bar.update()
+            reference = outcomes[("target_greedy", None)][0].token_ids
+            for outcome, row in outcomes.values():
+                rows.append(row | {"repeat": repeat, "identical_to_target": outcome.token_ids == reference})
+    bar.close()
+    return rows, micro_benchmark(setup, k_values)
+
+
+def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, type], device: torch.device,
+               dtype: torch.dtype | None, methods: list[str]) -> Setup:
+    target, tokenizer = load_model(target_name, device, dtype)
+    draft, _ = load_model(draft_name, device, dtype)
+    decoders = {m: decoder_classes[DECODER_METHODS[m]](target_name, draft_name, device=str(device), dtype=dtype)
+                for m in methods if m in DECODER_METHODS}
+    return Setup(target, draft, tokenizer, decoders, device)
+
+
+def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,
+           k_values: list[int]) -> dict:
+    """The JSON document `bench` writes (see bench_schema.json)."""
+    public = ("method", "k", "prompt_id", "repeat", "new_tokens", "seconds", "tokens_per_s", "acceptance_rate",
+              "alpha", "tokens_per_round", "target_forwards", "draft_forwards", "identical_to_target",
+              "target_input_lengths", "draft_input_lengths", "forward_seconds")
+    return {
+        "version": SCHEMA_VERSION, "pair": pair, "target": target, "draft": draft,
+        "device": _device_name(setup.device), "dtype": str(setup.target.dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(), "k_values": k_values, "micro": micro,
+        "rows": [{key: _plain(row.get(key)) for key in public} for row in rows],
+        "summary": [{key: _plain(value) for key, value in entry.items()} for entry in summarize(rows, micro)],
+    }
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({platform.processor() or platform.machine()})"
+
+
+def _plain(value):
+    """JSON-safe: numpy scalars to Python, NaN to null."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def schema() -> dict:
+    return json.loads((resources.files("specdec_kit") / "bench_schema.json").read_text())
+
+
+def validate(document: dict) -> None:
+    """Raise jsonschema.ValidationError unless `document` follows bench_schema.json."""
+    import jsonschema
+
+    jsonschema.validate(document, schema())
+
+
+def write_outputs(document: dict, out_dir: Path, json_path: Path | None = None) -> dict[str, Path]:
+    """Validate, then write bench.json, bench.csv and bench.png under `out_dir`."""
+    from .plot import plot_bench
+
+    validate(document)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": json_path or out_dir / "bench.json", "csv": out_dir / "bench.csv", "png": out_dir / "bench.png"}
+    paths["json"].write_text(json.dumps(document, indent=1) + "\n")
+    pd.DataFrame(document["rows"]).drop(columns=["target_input_lengths", "draft_input_lengths"]).to_csv(
+        paths["csv"], index=False)
+    plot_bench(document).savefig(paths["png"], dpi=120, bbox_inches="tight")
+    return paths
+
+
+def benchmark_decoder(decoder, prompt: str, max_tokens: int = 100, num_runs: int = 3,
+                      compare_baseline: bool = True, num_speculative_tokens: int = 4) -> dict:
+    """The course's `benchmark` method, answered by this harness for one prompt and one decoder.
+
+    Times `decoder` (and, with `compare_baseline`, the target's own greedy decoding on the same
+    models) with warm-up, synchronisation and interleaving, and returns the harness's figures.
+    """
+    device = decoder.target_model.device
+    setup = Setup(decoder.target_model, decoder.draft_model, decoder.target_tokenizer,
+                  {"notebook": decoder}, device)
+    methods = ["target_greedy", "notebook"] if compare_baseline else ["notebook"]
+    one = Prompt("prompt", "user", prompt, max_tokens)
+    plan = [(m, None if m == "target_greedy" else num_speculative_tokens) for m in methods]
+    for method, k in plan:
+        RUNNERS[method](setup, prompt, WARMUP_TOKENS, k)
+    rows = []
+    for repeat in range(num_runs):
+        for method, k in plan[repeat % len(plan):] + plan[:repeat % len(plan)]:
+            outcome, row = measure(setup, method, one, k, max_tokens)
+            rows.append(row | {"repeat": repeat, "tokens": outcome.token_ids})
+    spec = [r for r in rows if r["method"] == "notebook"]
+    result = {
+        "num_runs": num_runs, "k": num_speculative_tokens, "new_tokens": spec[0]["new_tokens"],
+        "times": [r["seconds"] for r in spec], "tokens_per_s": statistics.median(r["tokens_per_s"] for r in spec),
+        "acceptance_rate": spec[0]["acceptance_rate"], "tokens_per_round": spec[0]["tokens_per_round"],
+        "target_forwards": spec[0]["target_forwards"],
+    }
+    if compare_baseline:
+        base = [r for r in rows if r["method"] == "target_greedy"]
+        ratios = [s["tokens_per_s"] / b["tokens_per_s"] for s, b in zip(spec, base)]
+        result.update({
+            "baseline_times": [r["seconds"] for r in base],
+            "baseline_tokens_per_s": statistics.median(r["tokens_per_s"] for r in base),
+            "speedup": statistics.median(ratios),
+            "latency_reduction": 1 - statistics.median(s["seconds"] / b["seconds"] for s, b in zip(spec, base)),
+            "identical_to_target": all(s["tokens"] == base[0]["tokens"] for s in spec),
+        })
+    synchronize(device)
+    return result
