@@ -37,6 +37,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specdec_kit import DecodeResult, common_prefix_length, crop_to
+from specdec_kit.bench import benchmark_decoder
 from specdec_kit.loading import check_same_vocab, default_dtype, dtype_kwargs, model_source, resolve_device
 
 # %% [markdown]
@@ -141,6 +142,12 @@ class SpeculativeDecoder:
                 break
         text = self.target_tokenizer.decode(new_tokens, skip_special_tokens=True)
         return DecodeResult(text=text, token_ids=new_tokens, proposed=proposed, accepted=accepted)
+
+    def benchmark(self, prompt: str, max_tokens: int = 100, num_runs: int = 3, compare_baseline: bool = True,
+                  num_speculative_tokens: int = 4) -> dict:
+        """Time this decoder (and the target's own greedy decoding) with the kit's harness: warm-up,
+        synchronisation, interleaved runs, the kit's clock and forward counters."""
+        return benchmark_decoder(self, prompt, max_tokens, num_runs, compare_baseline, num_speculative_tokens)
 
 
 def _check_k(k: int) -> None:

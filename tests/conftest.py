@@ -47,5 +47,5 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
-    ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids
+    ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
     return demo.target_greedy(decoder.target_model, ids, max_new_tokens)

@@ -4,8 +4,9 @@ import shutil
 
 import pytest
 
-from conftest import REPO
 from specdec_kit.cli import main
+
+from conftest import REPO
 
 
 def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):

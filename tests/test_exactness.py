@@ -2,8 +2,9 @@
 
 import pytest
 
-from conftest import target_greedy
 from specdec_kit.prompts import load_prompts
+
+from conftest import target_greedy
 
 PROMPTS = load_prompts()[:6]
 K_VALUES = [1, 2, 3, 5, 8]

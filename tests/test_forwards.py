@@ -1,8 +1,9 @@
 """Behaviour counted from outside the decoder: forward calls and the input length of each."""
 
-from conftest import target_greedy
 from specdec_kit import zoo
 from specdec_kit.counting import ForwardRecorder
+
+from conftest import target_greedy
 
 PROMPT = "The future of Artificial Intelligence is"
 MAX_NEW, K = 30, 4

@@ -4,9 +4,10 @@ correction tokens, EOS and budget edges, all predicted from the script and check
 import pytest
 import torch
 
-from conftest import target_greedy
 from specdec_kit import zoo
 from specdec_kit.result import DecodeResult
+
+from conftest import target_greedy
 
 SCRIPT = zoo.scripted_script()
 

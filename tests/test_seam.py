@@ -4,8 +4,9 @@ cells a student added, never test or demo cells; and it fails clearly on a broke
 import nbformat
 import pytest
 
-from conftest import SOLUTION
 from specdec_kit.adapters import NotebookError, code_to_run, load_decoder_classes, load_notebook
+
+from conftest import SOLUTION
 
 GRADED_TEST = {"grade": True, "grade_id": "test_x", "points": 1, "locked": True, "solution": False,
                "schema_version": 3}

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from .adapters import load_decoder_classes
+
 DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
 
 
@@ -34,7 +36,6 @@ class Run:
 
 
 def _common(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
-    from .adapters import load_decoder_classes
     from .loading import default_pair, resolve_device, resolve_pair
     from .prompts import load_prompts
 
@@ -77,8 +78,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     identical = (table["identical"] == "yes").sum()
     print(f"identical to target greedy: {identical}/{len(table)} prompts; median speedup "
           f"{table['speedup'].median():.2f}x, acceptance rate {table['acceptance'].mean():.0%}")
+    if args.sweep:
+        _demo_sweep(args, run)
     # In fp32 anything but identical output is a bug; in fp16/bf16 a near-tie can flip (the note says where).
     return 0 if identical == len(table) or decoder.target_model.dtype != torch.float32 else 1
+
+
+def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
+    """A small k sweep on the first prompts, every method, one repeat: the plot for this machine."""
+    from . import bench
+
+    k_values = [int(k) for k in args.sweep.split(",")]
+    _check_k(k_values)
+    classes = {**run.classes, **load_decoder_classes(_notebook(args.notebook), ("SpeculativeDecoder",))}
+    setup = bench.make_setup(run.target, run.draft, classes, run.device, run.dtype, list(bench.METHODS))
+    prompts = [replace(p, max_new_tokens=min(p.max_new_tokens, 32)) for p in run.prompts[:3]]
+    rows, micro = bench.run_bench(setup, prompts, k_values, 1, list(bench.METHODS))
+    document = bench.report(setup, rows, micro, pair=run.pair, target=run.target, draft=run.draft,
+                            k_values=k_values)
+    paths = bench.write_outputs(document, Path(args.out))
+    print(f"k sweep ({', '.join(map(str, k_values))}) on {len(prompts)} prompts: plot in {paths['png']}; "
+          "specdec-kit bench gives the full comparison")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -169,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", parents=[common], help="decode the kit's prompts with a notebook's decoder")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per round (default 4)")
+    demo.add_argument("--sweep", default="1,2,4", help="k values of the plot's short sweep ('' for none)")
+    demo.add_argument("--out", default="out/demo", help="directory for the sweep's bench.png, .csv and .json")
     demo.set_defaults(func=cmd_demo)
 
     bench = commands.add_parser("bench", parents=[common],

@@ -1,0 +1,108 @@
+"""`bench` on a tiny run: the JSON follows its schema, the figures are consistent, the files exist.
+Speed itself is shown by running the benchmark, never asserted here."""
+
+import json
+
+import jsonschema
+import pytest
+
+from specdec_kit import bench
+from specdec_kit.bench import Outcome, acceptance_figures, leviathan_speedup, rounds_from_target_calls
+from specdec_kit.cli import main
+from specdec_kit.counting import ForwardCall
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    code = main(["bench", "--pair", "tiny", "--k", "1,3", "--repeats", "2", "--limit", "2",
+                 "--max-new-tokens", "12", "--threads", "2", "--out", str(out),
+                 "--notebook", str(REPO / "solutions" / "speculative_decoding.ipynb")])
+    assert code == 0
+    return out, json.loads((out / "bench.json").read_text())
+
+
+def test_json_follows_schema_and_files_exist(tiny_run):
+    out, document = tiny_run
+    bench.validate(document)
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "bench.csv").read_text().startswith("method,k,prompt_id,repeat")
+
+
+def test_rows_cover_every_method_k_prompt_and_repeat(tiny_run):
+    _, document = tiny_run
+    keys = {(r["method"], r["k"], r["prompt_id"], r["repeat"]) for r in document["rows"]}
+    assert len(keys) == len(document["rows"]) == 2 * 2 * (1 + 3 * 2)
+    assert all(r["identical_to_target"] for r in document["rows"])
+    assert {s["method"] for s in document["summary"]} == set(bench.METHODS)
+
+
+def test_counts_come_from_the_models(tiny_run):
+    """One target forward per round, and the cached decoder never re-sends the prompt after round one."""
+    _, document = tiny_run
+    for row in document["rows"]:
+        if row["method"] in ("notebook", "no_cache"):
+            assert row["target_forwards"] == round(row["new_tokens"] / row["tokens_per_round"])
+        if row["method"] == "notebook":
+            assert max(row["target_input_lengths"][1:]) <= row["k"] + 1
+
+
+def test_summary_figures_are_consistent(tiny_run):
+    _, document = tiny_run
+    for entry in document["summary"]:
+        assert 0 < entry["efficiency"] <= 1
+        if entry["k"] is not None:
+            assert entry["acceptance_rate"] <= entry["alpha"] + 1e-12, "unverified drafts make the rate <= alpha"
+            assert entry["predicted_speedup"] == pytest.approx(
+                leviathan_speedup(entry["alpha"], entry["k"], entry["c"]))
+
+
+def test_schema_rejects_a_bad_document(tiny_run):
+    _, document = tiny_run
+    broken = json.loads(json.dumps(document))
+    broken["rows"][0]["method"] = "magic"
+    with pytest.raises(jsonschema.ValidationError):
+        bench.validate(broken)
+
+
+def test_acceptance_figures_define_alpha_and_rate():
+    # Rounds: 4 of 4 accepted, 1 of 4 (a rejection), 2 of 3 cut short by the budget (a rejection).
+    outcome = Outcome(token_ids=list(range(10)), proposed=[4, 4, 3], accepted=[4, 1, 2])
+    figures = acceptance_figures(outcome)
+    assert figures["acceptance_rate"] == pytest.approx(7 / 11)
+    assert figures["alpha"] == pytest.approx(7 / 9)
+    assert figures["tokens_per_round"] == pytest.approx(10 / 3)
+    # A final round that ended at EOS inside the draft is not a rejection.
+    eos = acceptance_figures(Outcome(list(range(7)), proposed=[4, 4], accepted=[4, 2], ended_at_eos=True))
+    assert eos["rejections"] == 0 and eos["alpha"] == 1.0
+
+
+def test_rounds_read_off_a_cached_target():
+    """Prompt of 5; round 0 proposes 3 and accepts 1; round 1 proposes 3 and accepts 3; round 2 proposes 2."""
+    calls = [ForwardCall(8, 0, 0.0), ForwardCall(4, 6, 0.0), ForwardCall(3, 10, 0.0)]
+    proposed, accepted = rounds_from_target_calls(calls, prompt_len=5, new_tokens=7)
+    assert proposed == [3, 3, 2] and accepted == [1, 3, 0]
+
+
+def test_leviathan_formula():
+    assert leviathan_speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4)
+    assert leviathan_speedup(1.0, 4, 0.0) == pytest.approx(5.0)
+
+
+def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
+    """If HF ignored the pinned k (as generate() arguments are in transformers 5), the bench says so."""
+    import torch
+
+    from specdec_kit.loading import load_model
+
+    target, tokenizer = load_model(tiny_dirs[0])
+    draft, _ = load_model(tiny_dirs[1])
+    setup = bench.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
+    outcome = bench.run_hf_assisted(setup, "The capital of France is", 16, 3)
+    assert max(outcome.proposed) == 3
+    monkeypatch.setattr(bench, "pin_assistant_k", lambda draft, k: None)
+    draft.generation_config.num_assistant_tokens = 5
+    with pytest.raises(bench.HFKMismatchError, match="asked for k=3"):
+        bench.run_hf_assisted(setup, "The capital of France is", 16, 3)

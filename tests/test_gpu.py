@@ -1,0 +1,28 @@
+"""GPU paths: fp16 by default on CUDA, and exactness up to the first near-tie (margin reported).
+Skipped, saying why, where there is no GPU (CI never has one)."""
+
+import pytest
+import torch
+from conftest import target_greedy
+
+from specdec_kit.demo import first_mismatch
+from specdec_kit.prompts import load_prompts
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI and this kit's "
+                                "CPU machines have none")
+NEAR_TIE = 1e-2  # fp16 logits carry ~1e-3 relative error: a flip below this margin is not a bug
+
+
+@pytest.mark.parametrize("name", ["SpeculativeDecoder", "CachedSpeculativeDecoder"])
+def test_fp16_on_cuda_matches_target_up_to_near_ties(solution_classes, tiny_dirs, name):
+    decoder = solution_classes[name](*tiny_dirs, device="cuda")
+    assert decoder.target_model.dtype == torch.float16 and decoder.draft_model.dtype == torch.float16
+    for prompt in load_prompts()[:4]:
+        expected = target_greedy(decoder, prompt.text, 40)
+        got = decoder.speculative_decode(prompt.text, 40, 4).token_ids
+        ids = decoder.target_tokenizer(prompt.text, return_tensors="pt").input_ids.cuda()
+        mismatch = first_mismatch(decoder.target_model, ids, expected, got)
+        assert mismatch is None or mismatch.margin < NEAR_TIE, (
+            f"{name} on {prompt.id}: differs from target greedy at token {mismatch.position} where the target's "
+            f"top-1/top-2 margin is {mismatch.margin:.3g}, too large to be fp16 rounding"
+        )
