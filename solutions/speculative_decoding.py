@@ -268,3 +268,24 @@ result = decoder.speculative_decode("The future of Artificial Intelligence is", 
 print(repr(result.text))
 print(f"{result.rounds} rounds, acceptance rate {result.acceptance_rate:.0%}, "
       f"{result.tokens_per_round:.2f} tokens per round")
+
+# %% [markdown]
+# ## Benchmark
+#
+# Timing is the kit's job, not the decoder's: `decoder.benchmark(...)` and `bench.compare(...)` use the
+# kit's harness (warm-up, synchronisation, interleaved runs, forward calls counted on the models). The
+# plot shows speedup and acceptance rate against k beside two theory curves: Leviathan et al.'s
+# prediction from the measured alpha and c, and the forward-bound speedup from measured forward times.
+
+# %% tags=["demo"]
+print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=40, num_runs=3))
+
+# %% tags=["demo"]
+from specdec_kit import bench
+from specdec_kit.plot import plot_bench
+from specdec_kit.prompts import load_prompts
+
+classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
+document = bench.compare(classes, demo_target, demo_draft, load_prompts()[:3], [1, 2, 4], repeats=1,
+                         device=demo_device, progress=False)
+figure = plot_bench(document)

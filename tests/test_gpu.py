@@ -3,10 +3,11 @@ Skipped, saying why, where there is no GPU (CI never has one)."""
 
 import pytest
 import torch
-from conftest import target_greedy
 
 from specdec_kit.demo import first_mismatch
 from specdec_kit.prompts import load_prompts
+
+from conftest import target_greedy
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI and this kit's "
                                 "CPU machines have none")

@@ -135,3 +135,26 @@ def test_budget_is_exact(scripted_decoder, max_tokens, k):
     assert len(got.token_ids) == max_tokens, f"max_tokens={max_tokens}, k={k}: got {len(got.token_ids)} tokens"
     assert max(got.proposed) <= max_tokens - 1, "drafts beyond what the budget leaves room for are not proposed"
     assert_rounds_as_scripted(scripted_decoder, start, k, max_tokens)
+
+
+class _SamplingDraftMixin:
+    """A draft that samples from its distribution while verification is greedy."""
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids, attention_mask, num_speculative_tokens=4):
+        generator = torch.Generator().manual_seed(0)
+        ids = input_ids
+        for _ in range(num_speculative_tokens):
+            probs = self.draft_model(ids).logits[:, -1].softmax(-1)
+            ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+        return ids[:, input_ids.shape[1]:]
+
+
+def test_sampling_draft_is_caught(solution_classes, scripted_dirs):
+    """Where the draft's distribution is nearly flat, a sampled draft proposes other tokens than its argmax."""
+    buggy = type("SamplingDraft", (_SamplingDraftMixin, solution_classes["SpeculativeDecoder"]), {})(
+        *scripted_dirs, device="cpu")
+    start = SCRIPT.cycle[0]
+    assert any(t in SCRIPT.flat for t in SCRIPT.cycle[:30]), "the path must cross near-flat draft positions"
+    with pytest.raises(AssertionError, match="accepted draft tokens per round"):
+        assert_rounds_as_scripted(buggy, start, 4, 30)

@@ -288,6 +288,22 @@ def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, typ
     return Setup(target, draft, tokenizer, decoders, device)
 
 
+def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: list[Prompt], k_values: list[int],
+            *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
+            dtype: torch.dtype | None = None, progress: bool = True) -> dict:
+    """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
+
+    `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder) to a notebook's
+    classes; `no_cache` and `notebook` need the one they run.
+    """
+    from .loading import resolve_device
+
+    device = resolve_device(device)
+    setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
+    rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), progress=progress)
+    return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
+
+
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,
            k_values: list[int]) -> dict:
     """The JSON document `bench` writes (see bench_schema.json)."""

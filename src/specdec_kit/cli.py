@@ -91,11 +91,9 @@ def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
     k_values = [int(k) for k in args.sweep.split(",")]
     _check_k(k_values)
     classes = {**run.classes, **load_decoder_classes(_notebook(args.notebook), ("SpeculativeDecoder",))}
-    setup = bench.make_setup(run.target, run.draft, classes, run.device, run.dtype, list(bench.METHODS))
     prompts = [replace(p, max_new_tokens=min(p.max_new_tokens, 32)) for p in run.prompts[:3]]
-    rows, micro = bench.run_bench(setup, prompts, k_values, 1, list(bench.METHODS))
-    document = bench.report(setup, rows, micro, pair=run.pair, target=run.target, draft=run.draft,
-                            k_values=k_values)
+    document = bench.compare(classes, run.target, run.draft, prompts, k_values, pair=run.pair, repeats=1,
+                             device=str(run.device), dtype=run.dtype)
     paths = bench.write_outputs(document, Path(args.out))
     print(f"k sweep ({', '.join(map(str, k_values))}) on {len(prompts)} prompts: plot in {paths['png']}; "
           "specdec-kit bench gives the full comparison")
@@ -114,10 +112,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(bench.METHODS)}")
     needed = tuple(bench.DECODER_METHODS[m] for m in methods if m in bench.DECODER_METHODS)
     run = _common(args, needed)
-    setup = bench.make_setup(run.target, run.draft, run.classes, run.device, run.dtype, methods)
-    rows, micro = bench.run_bench(setup, run.prompts, k_values, args.repeats, methods)
-    document = bench.report(setup, rows, micro, pair=run.pair, target=run.target, draft=run.draft,
-                            k_values=k_values)
+    document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=run.pair,
+                             repeats=args.repeats, methods=methods, device=str(run.device), dtype=run.dtype)
+    micro = document["micro"]
     paths = bench.write_outputs(document, Path(args.out), Path(args.json) if args.json else None)
     columns = ["method", "k", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
                "predicted_speedup", "forward_bound_speedup", "efficiency", "identical_all"]

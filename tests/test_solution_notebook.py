@@ -1,0 +1,21 @@
+"""The solution notebook runs top to bottom on the CPU, offline, demo and benchmark cells included."""
+
+import shutil
+
+import nbformat
+from nbclient import NotebookClient
+
+from conftest import SOLUTION
+
+
+def test_solution_runs_top_to_bottom(tmp_path):
+    notebook_path = tmp_path / SOLUTION.name
+    shutil.copy(SOLUTION, notebook_path)
+    notebook = nbformat.read(notebook_path, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+                   ).execute()
+    outputs = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for out in cell.outputs)
+    assert "acceptance rate" in outputs and "'speedup'" in outputs
+    assert any(out.output_type == "display_data" and "image/png" in out.data
+               for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs), "the plot shows"

@@ -1,0 +1,53 @@
+"""The zoo builds offline, once, atomically and safely from parallel processes."""
+
+import json
+import multiprocessing
+
+from transformers import AutoModelForCausalLM
+
+from specdec_kit import zoo
+
+
+def _materialize_in(cache: str, queue) -> None:
+    import os
+
+    os.environ["SPECDEC_KIT_CACHE"] = cache
+    queue.put(tuple(str(p) for p in zoo.materialize("scripted")))
+
+
+def test_parallel_materialize_builds_once(tmp_path):
+    """Two graders asking at once get the same complete directories; no temporary directory is left."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_materialize_in, args=(str(tmp_path), queue)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+        assert worker.exitcode == 0
+    first, second = queue.get(), queue.get()
+    assert first == second
+    root = tmp_path / "zoo"
+    built = [p.name for p in next(root.iterdir()).iterdir() if p.is_dir()]
+    assert built == ["scripted-v1"], f"expected one finished pair and no leftovers, found {built}"
+    for path in first:
+        AutoModelForCausalLM.from_pretrained(path)
+
+
+def test_build_record_and_known_pairs(tiny_dirs):
+    record = json.loads((zoo.materialize("tiny")[0].parent / "zoo.json").read_text())
+    assert record["pair"] == "tiny" and record["min_margin"] >= zoo.MIN_MARGIN
+    assert 0.5 <= record["agreement"] <= 0.9
+    assert set(zoo.pair_names()) == {"scripted", "tiny", "synthetic-small", "synthetic-pythia"}
+
+
+def test_scripted_model_follows_its_script(scripted_dirs):
+    import torch
+
+    script = zoo.scripted_script()
+    target = AutoModelForCausalLM.from_pretrained(scripted_dirs[0])
+    draft = AutoModelForCausalLM.from_pretrained(scripted_dirs[1])
+    ids = torch.tensor([list(script.cycle[:40])])
+    with torch.inference_mode():
+        assert target(ids).logits.argmax(-1)[0].tolist() == [script.target_next[t] for t in script.cycle[:40]]
+        assert draft(ids).logits.argmax(-1)[0].tolist() == [script.draft_next[t] for t in script.cycle[:40]]
