@@ -31,6 +31,21 @@
 # |---|---|---|---|---|---|
 # | token at that position | last prompt token | draft 0 | ... | draft k-2 | draft k-1 |
 # | target's argmax there predicts | draft 0 | draft 1 | ... | draft k-1 | bonus token |
+#
+# Fill in every `# YOUR CODE HERE`. The test cells below each part tell you where you stand; graded
+# copies of them also run hidden cases on other prompts and models. Points (100):
+#
+# | part | test | points |
+# |---|---|---|
+# | 1. loading | `test_loading` | 6 |
+# | 1. drafting | `test_draft_tokens` | 8 |
+# | 1. verification | `test_verify_alignment`, `test_correction_and_bonus` | 12 + 8 |
+# | 1. the loop | `test_exact`, `test_eos_and_budget`, `test_counts` | 14 + 10 + 8 |
+# | 2. KV caches | `test_cached_exact`, `test_cache_use` | 8 + 16 |
+# | report | graded by hand | 10 |
+#
+# The uncached part (66 points) and the cached part (24 points) are graded separately: a correct
+# decoder without caches loses only the cached part.
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false}
 import torch
@@ -59,33 +74,39 @@ class SpeculativeDecoder:
 
     def __init__(self, target_model_name: str, draft_model_name: str, device: str = "cuda",
                  dtype: torch.dtype | None = None):
+        """Load both models through the two initialisers; refuse tokenizers that differ."""
         self.device = resolve_device(device)
-        self.dtype = dtype or default_dtype(self.device)
+        self.dtype = dtype or default_dtype(self.device)  # fp16 on CUDA, fp32 on the CPU
+        ### BEGIN SOLUTION
         self.target_model, self.target_tokenizer = self.initialize_target_model(target_model_name)
         self.draft_model, self.draft_tokenizer = self.initialize_draft_model(draft_model_name)
         check_same_vocab(self.target_tokenizer, self.draft_tokenizer, target_model_name, draft_model_name)
+        ### END SOLUTION
 
     def initialize_target_model(self, model_name: str):
-        """Load the target for inference: (model in eval mode, tokenizer with a pad token)."""
-        return self._load(model_name)
-
-    def initialize_draft_model(self, model_name: str):
-        """Load the draft like the target, in the same dtype (mixing dtypes would only add casts)."""
-        return self._load(model_name)
-
-    def _load(self, model_name: str):
+        """Load the target for inference: (model in eval mode on self.device in self.dtype, tokenizer with a
+        pad token). `model_source(model_name)` turns any name the kit accepts into from_pretrained arguments."""
+        ### BEGIN SOLUTION
         source, kwargs = model_source(model_name)  # hub id, local directory, .gguf file or zoo:<pair>/<role>
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs, **dtype_kwargs(self.dtype))
         return model.to(self.device).eval(), tokenizer
+        ### END SOLUTION
+
+    def initialize_draft_model(self, model_name: str):
+        """Load the draft like the target, in the same dtype (mixing dtypes would only add casts)."""
+        ### BEGIN SOLUTION
+        return self.initialize_target_model(model_name)
+        ### END SOLUTION
 
     @torch.inference_mode()
     def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                               num_speculative_tokens: int = 4) -> torch.Tensor:
         """The draft model's next `num_speculative_tokens` greedy tokens after `input_ids`: shape (1, k)."""
-        _check_k(num_speculative_tokens)
+        check_k(num_speculative_tokens)
+        ### BEGIN SOLUTION
         ids, mask = input_ids, attention_mask
         for _ in range(num_speculative_tokens):
             logits = self.draft_model(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (1, n, V)
@@ -93,6 +114,7 @@ class SpeculativeDecoder:
             ids = torch.cat([ids, next_token], dim=1)
             mask = torch.cat([mask, torch.ones_like(next_token)], dim=1)
         return ids[:, input_ids.shape[1]:]
+        ### END SOLUTION
 
     @torch.inference_mode()
     def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
@@ -102,24 +124,27 @@ class SpeculativeDecoder:
         Returns (accepted_tokens (1, n), n = index of the first rejected draft (k if none), next_token
         (1, 1): the target's own token at position n, i.e. the correction or the bonus token).
         """
+        ### BEGIN SOLUTION
         sequence = torch.cat([input_ids, draft_tokens], dim=1)
         mask = torch.cat([attention_mask, torch.ones_like(draft_tokens)], dim=1)
         logits = self.target_model(input_ids=sequence, attention_mask=mask, use_cache=False).logits
-        return _accept(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)
+        return accept_drafts(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)
+        ### END SOLUTION
 
     @torch.inference_mode()
     def speculative_decode(self, prompt: str, max_tokens: int = 100,
                            num_speculative_tokens: int = 4) -> DecodeResult:
         """Greedy speculative decoding of `prompt`: at most `max_tokens` new tokens, none after EOS."""
-        _check_k(num_speculative_tokens)
+        check_k(num_speculative_tokens)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if not prompt:
             raise ValueError("the prompt is empty: give the model some text to continue")
         encoded = self.target_tokenizer(prompt, return_tensors="pt").to(self.device)
         input_ids, attention_mask = encoded.input_ids, encoded.attention_mask
-        eos_ids = _eos_ids(self.target_model, self.target_tokenizer)
+        eos_ids = eos_token_ids(self.target_model, self.target_tokenizer)
         new_tokens, proposed, accepted = [], [], []
+        ### BEGIN SOLUTION
         while len(new_tokens) < max_tokens:
             # 1. Draft, leaving room in the budget for the target's own token.
             k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)
@@ -132,7 +157,7 @@ class SpeculativeDecoder:
                 input_ids, draft_tokens, attention_mask)
             # 4. Append; 5. stop at EOS (keeping it, as generate does) or at the budget.
             round_tokens = torch.cat([accepted_tokens, next_token], dim=1)
-            emitted = _until_eos(round_tokens[0].tolist(), eos_ids)
+            emitted = truncate_at_eos(round_tokens[0].tolist(), eos_ids)
             new_tokens += emitted
             proposed.append(k)
             accepted.append(min(n_accepted, len(emitted)))
@@ -140,6 +165,7 @@ class SpeculativeDecoder:
             attention_mask = torch.ones_like(input_ids)
             if emitted[-1] in eos_ids:
                 break
+        ### END SOLUTION
         text = self.target_tokenizer.decode(new_tokens, skip_special_tokens=True)
         return DecodeResult(text=text, token_ids=new_tokens, proposed=proposed, accepted=accepted)
 
@@ -150,21 +176,37 @@ class SpeculativeDecoder:
         return benchmark_decoder(self, prompt, max_tokens, num_runs, compare_baseline, num_speculative_tokens)
 
 
-def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"num_speculative_tokens must be at least 1, got {k}")
+def accept_drafts(logits: torch.Tensor, draft_tokens: torch.Tensor):
+    """Greedy acceptance, step 3 of a round, shared by both verifiers.
 
-
-def _accept(logits: torch.Tensor, draft_tokens: torch.Tensor):
-    """Greedy acceptance. logits: (1, k+1, V), the target's logits from position L-1 on."""
+    logits: (1, k+1, V), the target's logits from position L-1 on; draft_tokens: (1, k).
+    Returns (accepted draft tokens (1, n), n, the target's token after them (1, 1)).
+    """
+    ### BEGIN SOLUTION
     k = draft_tokens.shape[1]
     predicted = logits.argmax(dim=-1)  # (1, k+1): the target's token after each prefix
     matches = predicted[:, :k] == draft_tokens
     n_accepted = int(matches.cumprod(dim=1).sum())  # the round's one host sync
     return draft_tokens[:, :n_accepted], n_accepted, predicted[:, n_accepted:n_accepted + 1]
+    ### END SOLUTION
 
 
-def _eos_ids(model, tokenizer) -> set[int]:
+def truncate_at_eos(tokens: list[int], eos_ids: set[int]) -> list[int]:
+    """`tokens` up to and including the first EOS (all of them if there is none)."""
+    ### BEGIN SOLUTION
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[:i + 1]
+    return tokens
+    ### END SOLUTION
+
+
+def check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"num_speculative_tokens must be at least 1, got {k}")
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
     """The ids that end generation: the model's generation config, as `generate` uses, else the tokenizer's."""
     eos = model.generation_config.eos_token_id
     if eos is None:
@@ -172,13 +214,79 @@ def _eos_ids(model, tokenizer) -> set[int]:
     return set(eos) if isinstance(eos, list) else ({eos} if eos is not None else set())
 
 
-def _until_eos(tokens: list[int], eos_ids: set[int]) -> list[int]:
-    """`tokens` up to and including the first EOS."""
-    for i, token in enumerate(tokens):
-        if token in eos_ids:
-            return tokens[:i + 1]
-    return tokens
+# %% [markdown]
+# ### Tests of part 1
+#
+# Each test cell builds your class on the kit's offline models (`specdec_kit.zoo`) on the CPU, and
+# judges it by what it returns and by the forward calls counted on its models. The graded versions also
+# run hidden cases.
 
+# %% nbgrader={"grade": true, "grade_id": "test_loading", "locked": true, "points": 6, "schema_version": 3, "solution": false}
+"""Loading: eval mode, a pad token, fp32 on the CPU, and a refusal of mismatched tokenizers."""
+from specdec_kit import checks
+
+checks.check_loading(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_loading(SpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_draft_tokens", "locked": true, "points": 8, "schema_version": 3, "solution": false}
+"""Drafting: the draft model's k greedy tokens, new tokens only, shape [1, k]."""
+from specdec_kit import checks
+
+checks.check_draft_tokens(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_draft_tokens(SpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_verify_alignment", "locked": true, "points": 12, "schema_version": 3, "solution": false}
+"""Verification: the target's prediction for draft i is the logit at position L-1+i, in one forward."""
+from specdec_kit import checks
+
+checks.check_verify_alignment(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_verify_alignment(SpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_correction_and_bonus", "locked": true, "points": 8, "schema_version": 3, "solution": false}
+"""Verification: the correction token after a rejection and the bonus token after a full acceptance."""
+from specdec_kit import checks
+
+checks.check_correction_and_bonus(SpeculativeDecoder)
+
+# %% nbgrader={"grade": true, "grade_id": "test_exact", "locked": true, "points": 14, "schema_version": 3, "solution": false}
+"""The loop: tokens identical to the target's own greedy decoding, for several prompts and k."""
+from specdec_kit import checks
+
+checks.check_exact(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_exact(SpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_eos_and_budget", "locked": true, "points": 10, "schema_version": 3, "solution": false}
+"""The loop: EOS ends the text wherever it falls; exactly max_tokens new tokens otherwise."""
+from specdec_kit import checks
+
+checks.check_eos_and_budget(SpeculativeDecoder)
+
+# %% nbgrader={"grade": true, "grade_id": "test_counts", "locked": true, "points": 8, "schema_version": 3, "solution": false}
+"""The loop: one target forward per round; proposed and accepted counts as the kit measures them."""
+from specdec_kit import checks
+
+checks.check_counts(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_counts(SpeculativeDecoder)
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Part 2: KV caches
@@ -210,6 +318,7 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
 
         Returns (cache or None, number of cached positions); the caller feeds input_ids[:, cached:].
         """
+        ### BEGIN SOLUTION
         cache, cached_ids = self._caches[role]
         if cache is None:
             return None, 0
@@ -218,11 +327,13 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
             return None, 0
         crop_to(cache, keep)
         return cache, keep
+        ### END SOLUTION
 
     @torch.inference_mode()
     def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                               num_speculative_tokens: int = 4) -> torch.Tensor:
-        _check_k(num_speculative_tokens)
+        check_k(num_speculative_tokens)
+        ### BEGIN SOLUTION
         cache, cached = self._reuse_cache("draft", input_ids)
         feed, drafts = input_ids[:, cached:], []
         for _ in range(num_speculative_tokens):
@@ -234,23 +345,51 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
         # The last draft was never fed, so the cache ends one position short of the drafts.
         self._caches["draft"] = (cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
         return draft_tokens
+        ### END SOLUTION
 
     @torch.inference_mode()
     def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
                                  attention_mask: torch.Tensor):
+        ### BEGIN SOLUTION
         cache, cached = self._reuse_cache("target", input_ids)
         sequence = torch.cat([input_ids, draft_tokens], dim=1)
         out = self.target_model(input_ids=sequence[:, cached:], past_key_values=cache, use_cache=True)
         self._caches["target"] = (out.past_key_values, sequence)
         # Logits of the fed positions cached..L+k-1; the prediction for draft 0 sits at L-1.
         first = input_ids.shape[1] - 1 - cached
-        return _accept(out.logits[:, first:, :], draft_tokens)
+        return accept_drafts(out.logits[:, first:, :], draft_tokens)
+        ### END SOLUTION
 
     def speculative_decode(self, prompt: str, max_tokens: int = 100,
                            num_speculative_tokens: int = 4) -> DecodeResult:
         self._reset_caches()  # a new prompt shares nothing with the last one
         return super().speculative_decode(prompt, max_tokens, num_speculative_tokens)
 
+
+# %% [markdown]
+# ### Tests of part 2
+
+# %% nbgrader={"grade": true, "grade_id": "test_cached_exact", "locked": true, "points": 8, "schema_version": 3, "solution": false}
+"""Cached decoder: still identical to the target's greedy decoding (a stale cache changes the output)."""
+from specdec_kit import checks
+
+checks.check_exact(CachedSpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_exact(CachedSpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_cache_use", "locked": true, "points": 16, "schema_version": 3, "solution": false}
+"""Cached decoder: no forward re-sends the prefix after the prefill; caches cropped after a rejection."""
+from specdec_kit import checks
+
+checks.check_cache_use(CachedSpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_cache_use(CachedSpeculativeDecoder)
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Try it
@@ -289,3 +428,17 @@ classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder":
 document = bench.compare(classes, demo_target, demo_draft, load_prompts()[:3], [1, 2, 4], repeats=1,
                          device=demo_device, progress=False)
 figure = plot_bench(document)
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "report", "locked": false, "points": 10, "schema_version": 3, "solution": true}
+# ## Report (10 points, graded by hand)
+#
+# In at most 400 words: the speedup and acceptance rate you measured against k (with the plot above),
+# why the measured speedup falls short of Leviathan's prediction and of the forward-bound curve, what a
+# rejection costs your cached decoder, and one change that would raise the speedup on your hardware.
+#
+# ### BEGIN SOLUTION
+# A strong report quotes the measured figures with the command that produced them, separates
+# acceptance rate from alpha, explains that a verify pass over k+1 tokens costs more than one target
+# step on this hardware (which Leviathan's formula ignores), and names the overhead outside the model
+# forwards (Python, host syncs, cache cropping) that the forward-bound curve leaves out.
+# ### END SOLUTION

@@ -38,7 +38,7 @@ def test_build_record_and_known_pairs(tiny_dirs):
     record = json.loads((zoo.materialize("tiny")[0].parent / "zoo.json").read_text())
     assert record["pair"] == "tiny" and record["min_margin"] >= zoo.MIN_MARGIN
     assert 0.5 <= record["agreement"] <= 0.9
-    assert set(zoo.pair_names()) == {"scripted", "tiny", "synthetic-small", "synthetic-pythia"}
+    assert set(zoo.pair_names()) == {"scripted", "tiny", "tiny-b", "synthetic-small", "synthetic-pythia"}
 
 
 def test_scripted_model_follows_its_script(scripted_dirs):

@@ -79,6 +79,8 @@ PAIRS = {
                  Shape(384, 1, 6), Shape(384, 1, 6), tie_fraction=0.0, seed=11),
         PairSpec("tiny", "small and context-dependent; acceptance about 70%",
                  Shape(448, 3, 7), Shape(384, 1, 6), tie_fraction=0.4, seed=21),
+        PairSpec("tiny-b", "a second tiny pair (other seed, other shapes) for hidden checks",
+                 Shape(512, 2, 8), Shape(384, 1, 6), tie_fraction=0.5, seed=51),
         PairSpec("synthetic-small", "CPU benchmark; draft about a tenth of the target's cost",
                  Shape(1024, 8, 16), Shape(384, 2, 6), tie_fraction=0.12, seed=31),
         PairSpec("synthetic-pythia", "pythia-1.4b and pythia-160m shapes, for a GPU",
