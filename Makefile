@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml environment.yml
 	python3 -m venv $(VENV)
 	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/pins.txt
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev]'
+	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev,instructor]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -21,6 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/specdec-kit build-notebook --check solutions/speculative_decoding.py
+	$(VENV)/bin/specdec-kit release --check
 	$(PY) -m pytest -q
 
 # CI's second leg: the decoder and crop_to tests again on the newest transformers 4.x (Colab may run 4.x).

@@ -47,13 +47,37 @@
 # The uncached part (66 points) and the cached part (24 points) are graded separately: a correct
 # decoder without caches loses only the cached part.
 
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+# Set-up (locked): on Colab, install the kit's support package at the course's pinned version.
+import importlib.util
+import os
+import subprocess
+import sys
+
+KIT = "{{KIT_INSTALL}}"  # filled in by `specdec-kit release`
+if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specdec_kit") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], check=True)
+
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false}
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specdec_kit import DecodeResult, common_prefix_length, crop_to
 from specdec_kit.bench import benchmark_decoder
-from specdec_kit.loading import check_same_vocab, default_dtype, dtype_kwargs, model_source, resolve_device
+from specdec_kit.loading import (
+    check_same_vocab,
+    default_dtype,
+    default_pair,
+    dtype_kwargs,
+    model_source,
+    resolve_device,
+    resolve_pair,
+)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
+TARGET, DRAFT = resolve_pair(PAIR)
+print(f"device {DEVICE}, pair {PAIR}: target {TARGET}, draft {DRAFT}")
 
 # %% [markdown]
 # ## Part 1: speculative decoding without caches
@@ -77,6 +101,8 @@ class SpeculativeDecoder:
         """Load both models through the two initialisers; refuse tokenizers that differ."""
         self.device = resolve_device(device)
         self.dtype = dtype or default_dtype(self.device)  # fp16 on CUDA, fp32 on the CPU
+        # Set self.target_model, self.target_tokenizer, self.draft_model, self.draft_tokenizer through the two
+        # initialisers, then refuse a pair whose vocabularies differ (specdec_kit.loading.check_same_vocab).
         ### BEGIN SOLUTION
         self.target_model, self.target_tokenizer = self.initialize_target_model(target_model_name)
         self.draft_model, self.draft_tokenizer = self.initialize_draft_model(draft_model_name)
@@ -86,6 +112,8 @@ class SpeculativeDecoder:
     def initialize_target_model(self, model_name: str):
         """Load the target for inference: (model in eval mode on self.device in self.dtype, tokenizer with a
         pad token). `model_source(model_name)` turns any name the kit accepts into from_pretrained arguments."""
+        # from_pretrained the tokenizer and the model, set a pad token if there is none, move the model to
+        # self.device in self.dtype (dtype_kwargs(self.dtype)) and put it in eval mode.
         ### BEGIN SOLUTION
         source, kwargs = model_source(model_name)  # hub id, local directory, .gguf file or zoo:<pair>/<role>
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -106,6 +134,8 @@ class SpeculativeDecoder:
                               num_speculative_tokens: int = 4) -> torch.Tensor:
         """The draft model's next `num_speculative_tokens` greedy tokens after `input_ids`: shape (1, k)."""
         check_k(num_speculative_tokens)
+        # k times: run the draft on the sequence so far, take the argmax of the last position (greedy, never
+        # sampled), append it. Return only the k new tokens. Keep everything on the device: no .item() here.
         ### BEGIN SOLUTION
         ids, mask = input_ids, attention_mask
         for _ in range(num_speculative_tokens):
@@ -124,6 +154,8 @@ class SpeculativeDecoder:
         Returns (accepted_tokens (1, n), n = index of the first rejected draft (k if none), next_token
         (1, 1): the target's own token at position n, i.e. the correction or the bonus token).
         """
+        # One target forward over input_ids + draft_tokens. The prediction for draft i is the logit at
+        # position L-1+i (L = input_ids.shape[1]); accept_drafts does the comparison.
         ### BEGIN SOLUTION
         sequence = torch.cat([input_ids, draft_tokens], dim=1)
         mask = torch.cat([attention_mask, torch.ones_like(draft_tokens)], dim=1)
@@ -144,6 +176,11 @@ class SpeculativeDecoder:
         input_ids, attention_mask = encoded.input_ids, encoded.attention_mask
         eos_ids = eos_token_ids(self.target_model, self.target_tokenizer)
         new_tokens, proposed, accepted = [], [], []
+        # Until max_tokens new tokens or EOS, per round:
+        # 1. draft k = min(num_speculative_tokens, tokens left - 1) tokens (none if k is 0);
+        # 2-3. verify them in one target pass: accepted drafts, and the target's own next token;
+        # 4. append them (truncate_at_eos) and record proposed/accepted counts;
+        # 5. stop after an EOS.
         ### BEGIN SOLUTION
         while len(new_tokens) < max_tokens:
             # 1. Draft, leaving room in the budget for the target's own token.
@@ -182,6 +219,8 @@ def accept_drafts(logits: torch.Tensor, draft_tokens: torch.Tensor):
     logits: (1, k+1, V), the target's logits from position L-1 on; draft_tokens: (1, k).
     Returns (accepted draft tokens (1, n), n, the target's token after them (1, 1)).
     """
+    # The target's argmax at each of the k+1 positions; n = length of the prefix where it equals the drafts;
+    # the target's token at index n is the correction (n < k) or the bonus token (n == k).
     ### BEGIN SOLUTION
     k = draft_tokens.shape[1]
     predicted = logits.argmax(dim=-1)  # (1, k+1): the target's token after each prefix
@@ -394,14 +433,10 @@ hidden.check_cache_use(CachedSpeculativeDecoder)
 # %% [markdown]
 # ## Try it
 #
-# On a GPU with internet this uses the course's Pythia pair; offline it uses the kit's `tiny` pair.
+# On a GPU with internet this uses the course's Pythia pair; offline it uses one of the kit's own pairs.
 
 # %% tags=["demo"]
-from specdec_kit.loading import default_pair, resolve_pair
-
-demo_device = "cuda" if torch.cuda.is_available() else "cpu"
-demo_target, demo_draft = resolve_pair(default_pair(demo_device) if demo_device == "cuda" else "tiny")
-decoder = CachedSpeculativeDecoder(demo_target, demo_draft, device=demo_device)
+decoder = CachedSpeculativeDecoder(TARGET, DRAFT, device=DEVICE)
 result = decoder.speculative_decode("The future of Artificial Intelligence is", max_tokens=40,
                                     num_speculative_tokens=4)
 print(repr(result.text))
@@ -425,8 +460,8 @@ from specdec_kit.plot import plot_bench
 from specdec_kit.prompts import load_prompts
 
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
-document = bench.compare(classes, demo_target, demo_draft, load_prompts()[:3], [1, 2, 4], repeats=1,
-                         device=demo_device, progress=False)
+document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:3], [1, 2, 4], pair=PAIR, repeats=1,
+                         device=DEVICE, progress=False)
 figure = plot_bench(document)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "report", "locked": false, "points": 10, "schema_version": 3, "solution": true}

@@ -18,7 +18,8 @@ def environment_pins() -> dict[str, str]:
 
 def project_requirements() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    extras = project["optional-dependencies"]
+    return [Requirement(r) for r in project["dependencies"] + extras["dev"] + extras["instructor"]]
 
 
 def test_every_requirement_is_pinned_within_its_range():

@@ -251,3 +251,11 @@ def test_resolve_pair_names():
     assert resolve_pair("tiny") == (TARGET, DRAFT)
     for pair in zoo.pair_names():
         assert resolve_pair(pair) == (f"zoo:{pair}/target", f"zoo:{pair}/draft")
+
+
+def test_grading_loads_no_hub_model_and_uses_tiny(monkeypatch):
+    """The guard lives in the package: a deleted or edited set-up cell cannot make grading go online."""
+    monkeypatch.setenv("SPECDEC_GRADING", "1")
+    with pytest.raises(ModelNotFoundError, match="grading runs offline"):
+        load_model(DEFAULT_TARGET)
+    assert default_pair("cuda") == "tiny"

@@ -36,7 +36,7 @@ def test_solution_defines_both_classes():
 
 def test_solution_demo_cell_is_not_run():
     labels = [cell.label for cell in code_to_run(nbformat.read(SOLUTION, as_version=4))]
-    assert labels == ["imports", "speculative_decoder", "cached_speculative_decoder"]
+    assert labels == ["setup", "imports", "speculative_decoder", "cached_speculative_decoder"]
 
 
 def test_which_cells_run(tmp_path):

@@ -4,6 +4,7 @@
     specdec-kit bench [--pair synthetic-small] [--k 1,2,4,8]   time the decoders against their peers; CSV, JSON, plot
     specdec-kit zoo [PAIR ...]                                 build offline pairs into the cache, print their records
     specdec-kit build-notebook solutions/speculative_decoding.py [--check]
+    specdec-kit release [--check] [--student-repo DIR]        cut assignment/ from the solution with nbgrader
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .adapters import load_decoder_classes
+from .release import ReleaseError
 
 DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
 
@@ -158,6 +160,24 @@ def cmd_build_notebook(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    from . import release
+
+    solution, out_dir = Path(args.solution), Path(args.out)
+    if args.check:
+        if not release.is_current(solution, out_dir):
+            print(f"{out_dir / release.NOTEBOOK} is stale: run specdec-kit release", file=sys.stderr)
+            return 1
+        print(f"{out_dir / release.NOTEBOOK} is current")
+    else:
+        print(f"wrote {release.release(solution, out_dir)}")
+    if args.student_repo:
+        tree = release.export_student_tree(Path("."), out_dir / release.NOTEBOOK, Path(args.student_repo),
+                                           release.student_readme())
+        print(f"exported the student repository to {tree} (checked: no solution, hidden test or autograder file)")
+    return 0
+
+
 def _notebook(path: str | None) -> Path:
     notebook = Path(path) if path else DEFAULT_NOTEBOOK
     if not notebook.is_file():
@@ -204,6 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     zoo_cmd.add_argument("pairs", nargs="*", help="pairs to build (default: scripted tiny synthetic-small)")
     zoo_cmd.set_defaults(func=cmd_zoo)
 
+    rel = commands.add_parser("release", help="generate the student notebook from the solution with nbgrader")
+    rel.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help=f"nbgrader source (default {DEFAULT_NOTEBOOK})")
+    rel.add_argument("--out", default="assignment", help="directory of the student notebook (default assignment)")
+    rel.add_argument("--check", action="store_true", help="exit 1 if the committed release differs from a new one")
+    rel.add_argument("--student-repo", help="also export the student-facing tree into this directory")
+    rel.set_defaults(func=cmd_release)
+
     build = commands.add_parser("build-notebook", help="build .ipynb files from their jupytext .py twins")
     build.add_argument("scripts", nargs="+", help="percent-format .py files")
     build.add_argument("--check", action="store_true", help="exit 1 if an .ipynb differs from a rebuild")
@@ -220,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.set_verbosity_error()
     try:
         return args.func(args)
-    except (ValueError, OSError) as e:  # bad input: one clear line, no traceback
+    except (ValueError, OSError, ReleaseError) as e:  # bad input or a failed tool: one clear line
         print(f"specdec-kit {args.command}: error: {e}", file=sys.stderr)
         return 2
 

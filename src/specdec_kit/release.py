@@ -1,0 +1,141 @@
+"""`specdec-kit release`: the student notebook, cut from the solution by nbgrader.
+
+    specdec-kit release                      # solutions/ -> assignment/speculative_decoding.ipynb
+    specdec-kit release --check              # exit 1 if assignment/ differs from a fresh release
+    specdec-kit release --student-repo DIR   # also export the tree the course publishes to students
+
+nbgrader's generate_assignment runs in a throw-away course directory; its output is written with
+the notebook's cell ids kept and jupytext's pairing metadata dropped, so two releases are identical
+byte for byte. The student tree holds the release notebook, the support package, data/ and a student
+README; never solutions/, autograder/ or tests/, which `check_student_tree` verifies.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from . import course
+
+ASSIGNMENT = "speculative_decoding"
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+# Built at run time so that this file, which students receive, never holds the markers it looks for.
+_HIDDEN_PACKAGE = "autograder"
+FORBIDDEN_TEXT = tuple(f"### {edge} {region}" for edge in ("BEGIN", "END") for region in ("SOLUTION", "HIDDEN TESTS")) \
+    + (f"from {_HIDDEN_PACKAGE}", f"import {_HIDDEN_PACKAGE}")
+STUDENT_TREE = ("src", "data", "pyproject.toml")
+INSTALL_TOKEN = "{{KIT_INSTALL}}"
+
+
+class ReleaseError(RuntimeError):
+    """nbgrader could not release the notebook, or a release leaks what students must not see."""
+
+
+def nbgrader_env() -> dict:
+    """nbgrader runs alembic as a subprocess: the environment's bin directory must be on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def write_course_config(course: Path) -> None:
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        "c.CourseDirectory.course_id = 'specdec'\n"
+        f"c.CourseDirectory.db_assignments = [dict(name='{ASSIGNMENT}')]\n"
+    )
+
+
+def source_notebook(solution: Path) -> str:
+    """The nbgrader source: the solution with the course's install address filled in (course.py)."""
+    return solution.read_text().replace(INSTALL_TOKEN, course.install_spec())
+
+
+def render_release(solution: Path) -> str:
+    """The release notebook's text, from nbgrader's generate_assignment on `solution`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        course_dir = Path(tmp)
+        write_course_config(course_dir)
+        source = course_dir / "source" / ASSIGNMENT
+        source.mkdir(parents=True)
+        (source / NOTEBOOK).write_text(source_notebook(solution))
+        done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                              cwd=course_dir, env=nbgrader_env(), capture_output=True, text=True)
+        released = course_dir / "release" / ASSIGNMENT / NOTEBOOK
+        if done.returncode != 0 or not released.is_file():
+            raise ReleaseError(f"nbgrader generate_assignment failed:\n{done.stdout}\n{done.stderr}")
+        notebook = nbformat.read(released, as_version=4)
+    notebook.metadata.pop("jupytext", None)
+    text = nbformat.writes(notebook) + "\n"
+    leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]
+    if leaks:
+        raise ReleaseError(f"the release still contains {', '.join(leaks)}")
+    return text
+
+
+def release(solution: Path, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / NOTEBOOK
+    target.write_text(render_release(solution))
+    return target
+
+
+def is_current(solution: Path, out_dir: Path) -> bool:
+    target = out_dir / NOTEBOOK
+    return target.is_file() and target.read_text() == render_release(solution)
+
+
+def student_readme() -> str:
+    return f"""# Speculative decoding: the assignment
+
+[Open the notebook in Colab]({course.colab_url(NOTEBOOK)}) (Runtime > Change runtime type > T4 GPU), fill in
+every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
+this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark).
+
+Without a GPU or internet the notebook runs on the kit's own small models on the CPU:
+
+```bash
+pip install -e .            # the support package and its dependencies
+jupyter lab {NOTEBOOK}
+```
+
+Submit the notebook file ({NOTEBOOK}) as your course asks. Grading runs the same test cells, with
+hidden cases on other prompts and models, and the kit's own timers and counters.
+"""
+
+
+def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_readme: str) -> Path:
+    """Copy what students may see into `dest` (replaced if it exists) and check it."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in STUDENT_TREE:
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(source, dest / name)
+    shutil.copy(release_notebook, dest / NOTEBOOK)
+    (dest / "README.md").write_text(student_readme)
+    check_student_tree(dest)
+    return dest
+
+
+def check_student_tree(tree: Path) -> None:
+    """Raise ReleaseError if the tree holds a solution region, a hidden test or an autograder file."""
+    problems = []
+    for path in sorted(tree.rglob("*")):
+        relative = path.relative_to(tree)
+        if relative.parts[0] in {"solutions", "autograder", "tests"}:
+            problems.append(f"{relative}: instructor-only directory")
+        elif path.is_file() and path.suffix in {".py", ".ipynb", ".md", ".json", ".toml", ".txt"}:
+            text = path.read_text(errors="replace")
+            problems += [f"{relative}: contains {marker!r}" for marker in FORBIDDEN_TEXT if marker in text]
+    if problems:
+        raise ReleaseError("the student tree leaks instructor material:\n" + "\n".join(problems))
