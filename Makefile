@@ -40,3 +40,8 @@ $(STAMP4): pyproject.toml environment.yml
 test-transformers4: $(STAMP) $(STAMP4)
 	$(VENV4)/bin/python -m pytest -q tests/test_cache.py tests/test_scripted.py tests/test_forwards.py \
 		tests/test_exactness.py tests/test_errors.py
+
+# The kit proves itself: real nbgrader autograding of the solution, the blank release and the catalogue.
+.PHONY: selftest
+selftest: $(STAMP)
+	$(VENV)/bin/specdec-kit selftest

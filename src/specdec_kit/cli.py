@@ -178,6 +178,43 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_selftest(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .selftest import run_selftest
+
+    outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
+                            timeout=args.timeout, only=args.only)
+    table = pd.DataFrame([vars(o) for o in outcomes])
+    with pd.option_context("display.max_colwidth", 80, "display.width", 250):
+        print(table.rename(columns={"name": "submission", "named_by": "tests that named it"})
+              .to_string(index=False, float_format=lambda x: f"{x:.0f}"))
+    print(f"{int(table.ok.sum())}/{len(table)} submissions graded as expected; "
+          f"median {table.seconds.median():.0f} s per submission")
+    return 0 if table.ok.all() else 1
+
+
+def cmd_autograde(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from . import grading
+
+    roster = Path(args.roster).read_text().split() if args.roster else None
+    submissions = grading.collect(Path(args.submissions), args.id_regex, roster)
+    if not submissions:
+        raise ValueError(f"no notebooks under {args.submissions}: expected submitted/<student>/"
+                         f"speculative_decoding/*.ipynb or a folder of <student>.ipynb files")
+    out = Path(args.out).resolve()
+    course = out / "course"
+    grading.prepare_course(course, Path(args.solution).resolve())
+    grades = [grading.grade(course, s, Path(args.autograder).resolve().parent, args.timeout)
+              for s in tqdm(submissions, desc="autograde")]
+    grading.write_csv(grades, out / "grades.csv", grading.graded_cells(course))
+    counts = {status: sum(g.status == status for g in grades) for status in grading.STATUSES}
+    print(f"wrote {out / 'grades.csv'}: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+    return 0
+
+
 def _notebook(path: str | None) -> Path:
     notebook = Path(path) if path else DEFAULT_NOTEBOOK
     if not notebook.is_file():
@@ -230,6 +267,26 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--check", action="store_true", help="exit 1 if the committed release differs from a new one")
     rel.add_argument("--student-repo", help="also export the student-facing tree into this directory")
     rel.set_defaults(func=cmd_release)
+
+    selftest = commands.add_parser("selftest", help="autograde the solution, the blank release and the catalogue")
+    selftest.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    selftest.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
+    selftest.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
+    selftest.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
+    selftest.add_argument("--timeout", type=int, default=900, help="seconds per submission before it is killed")
+    selftest.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
+    selftest.set_defaults(func=cmd_selftest)
+
+    autograde = commands.add_parser("autograde", help="grade a class's notebooks with nbgrader into grades.csv")
+    autograde.add_argument("submissions", help="submitted/<student>/speculative_decoding/ tree or a folder of "
+                                               "<student>.ipynb files")
+    autograde.add_argument("--out", default="graded", help="output directory (default graded/)")
+    autograde.add_argument("--roster", help="file of student ids, one per line: missing students get a row")
+    autograde.add_argument("--id-regex", help="regex whose first group is the student id in a file name")
+    autograde.add_argument("--timeout", type=int, default=900, help="seconds per notebook before it is killed")
+    autograde.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    autograde.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
+    autograde.set_defaults(func=cmd_autograde)
 
     build = commands.add_parser("build-notebook", help="build .ipynb files from their jupytext .py twins")
     build.add_argument("scripts", nargs="+", help="percent-format .py files")

@@ -27,8 +27,10 @@ ASSIGNMENT = "speculative_decoding"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 # Built at run time so that this file, which students receive, never holds the markers it looks for.
 _HIDDEN_PACKAGE = "autograder"
-FORBIDDEN_TEXT = tuple(f"### {edge} {region}" for edge in ("BEGIN", "END") for region in ("SOLUTION", "HIDDEN TESTS")) \
-    + (f"from {_HIDDEN_PACKAGE}", f"import {_HIDDEN_PACKAGE}")
+BEGIN_SOLUTION, END_SOLUTION = (f"### {edge} SOLUTION" for edge in ("BEGIN", "END"))
+BEGIN_HIDDEN, END_HIDDEN = (f"### {edge} HIDDEN TESTS" for edge in ("BEGIN", "END"))
+FORBIDDEN_TEXT = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN,
+                  f"from {_HIDDEN_PACKAGE}", f"import {_HIDDEN_PACKAGE}")
 STUDENT_TREE = ("src", "data", "pyproject.toml")
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
 

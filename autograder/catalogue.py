@@ -1,0 +1,190 @@
+"""Known student bugs and correct variants, for `specdec-kit selftest`.
+
+Each entry is the reference solution with `edits` (exact (old, new) replacements, each found once in the
+solution's code) and `fails`, the graded tests it must lose points on; every other auto-graded test
+must give full marks. Bugs come from the course's reports (shared/COURSE.md); variants are correct
+code written differently from the reference, which no test may fail.
+"""
+
+UNCACHED_VERIFY = "        return accept_drafts(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)\n"
+DRAFT_ARGMAX = "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1), stays on the device\n"
+
+CATALOGUE = [
+    # --- bugs -------------------------------------------------------------------------------------
+    {
+        "name": "off_by_one_late",
+        "description": "draft i compared with the logit at position L+i instead of L-1+i",
+        "edits": [(UNCACHED_VERIFY,
+                   "        return accept_drafts(logits[:, input_ids.shape[1]:, :], draft_tokens)\n")],
+        "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_exact", "test_eos_and_budget",
+                  "test_counts"],
+    },
+    {
+        "name": "off_by_one_early",
+        "description": "draft i compared with the logit at position L-2+i",
+        "edits": [(UNCACHED_VERIFY,
+                   "        return accept_drafts(logits[:, input_ids.shape[1] - 2:, :], draft_tokens)\n")],
+        "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_exact", "test_eos_and_budget",
+                  "test_counts"],
+    },
+    {
+        "name": "no_bonus_token",
+        "description": "after a full acceptance no bonus token is added",
+        "edits": [("    return draft_tokens[:, :n_accepted], n_accepted, predicted[:, n_accepted:n_accepted + 1]\n",
+                   "    bonus_or_correction = predicted[:, n_accepted:n_accepted + 1] if n_accepted < k or k == 0 "
+                   "else predicted[:, :0]\n"
+                   "    return draft_tokens[:, :n_accepted], n_accepted, bonus_or_correction\n")],
+        "fails": ["test_correction_and_bonus", "test_eos_and_budget", "test_counts", "test_cache_use"],
+    },
+    {
+        "name": "tokens_after_eos",
+        "description": "tokens after an EOS inside the accepted draft are kept",
+        "edits": [("            return tokens[:i + 1]\n", "            return tokens\n")],
+        "fails": ["test_eos_and_budget"],
+    },
+    {
+        "name": "budget_overrun",
+        "description": "always k drafts, so the last round overruns max_tokens",
+        "edits": [("            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)\n",
+                   "            k = num_speculative_tokens\n")],
+        "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"],
+    },
+    {
+        "name": "eos_anywhere",
+        "description": "stops when EOS appears anywhere in input_ids, so a prompt holding EOS stops at once",
+        "edits": [("            if emitted[-1] in eos_ids:\n",
+                   "            if any(token in eos_ids for token in input_ids[0].tolist()):\n")],
+        "fails": ["test_eos_and_budget"],
+    },
+    {
+        "name": "sampled_draft",
+        "description": "the draft samples from its distribution while verification is greedy",
+        "edits": [(DRAFT_ARGMAX,
+                   "            next_token = torch.multinomial(logits[:, -1, :].float().softmax(dim=-1), 1)\n")],
+        "fails": ["test_draft_tokens", "test_counts"],
+    },
+    {
+        "name": "bonus_counted_as_accepted",
+        "description": "the target's own token is counted among the accepted drafts",
+        "edits": [("            accepted.append(min(n_accepted, len(emitted)))\n",
+                   "            accepted.append(len(emitted))\n")],
+        "fails": ["test_counts"],
+    },
+    {
+        # from_pretrained already returns a model in eval mode, so only an explicit train() breaks this.
+        "name": "train_mode",
+        "description": "models put in training mode (dropout on)",
+        "edits": [("        return model.to(self.device).eval(), tokenizer\n",
+                   "        return model.to(self.device).train(), tokenizer\n")],
+        "fails": ["test_loading"],
+    },
+    {
+        "name": "no_pad_token",
+        "description": "no pad token set for a tokenizer that has none (Pythia, GPT-2, the zoo)",
+        "edits": [("            tokenizer.pad_token = tokenizer.eos_token\n", "            pass\n")],
+        "fails": ["test_loading"],
+    },
+    {
+        "name": "cache_not_cropped",
+        "description": "the KV caches keep rejected drafts",
+        "edits": [("        crop_to(cache, keep)\n", "        pass  # the cache keeps everything\n")],
+        "fails": ["test_cached_exact", "test_cache_use"],
+    },
+    {
+        "name": "prefix_reencoded",
+        "description": "the cached class throws its caches away and re-encodes the prefix every round",
+        "edits": [("        keep = min(common_prefix_length(cached_ids, input_ids), input_ids.shape[1] - 1)\n",
+                   "        keep = 0\n")],
+        "fails": ["test_cache_use"],
+    },
+    {
+        "name": "extra_target_forward",
+        "description": "on a rejection the correction comes from a second target forward",
+        "edits": [(UNCACHED_VERIFY,
+                   "        predicted_logits = logits[:, input_ids.shape[1] - 1:, :]\n"
+                   "        accepted, n, next_token = accept_drafts(predicted_logits, draft_tokens)\n"
+                   "        if n < draft_tokens.shape[1]:\n"
+                   "            prefix = torch.cat([input_ids, accepted], dim=1)\n"
+                   "            next_token = self.target_model(input_ids=prefix).logits[:, -1:, :].argmax(dim=-1)\n"
+                   "        return accepted, n, next_token\n")],
+        "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_counts"],
+    },
+    {
+        "name": "target_does_all_work",
+        "description": "target.generate dressed up as speculation",
+        "edits": [("        while len(new_tokens) < max_tokens:\n",
+                   "        out = self.target_model.generate(input_ids, attention_mask=attention_mask,\n"
+                   "                                         max_new_tokens=max_tokens, do_sample=False)\n"
+                   "        new_tokens = out[0, input_ids.shape[1]:].tolist()\n"
+                   "        proposed, accepted = [len(new_tokens)], [len(new_tokens)]\n"
+                   "        while False:\n")],
+        "fails": ["test_counts", "test_cache_use"],
+    },
+    {
+        "name": "draft_ignored",
+        "description": "the draft runs but its tokens are thrown away",
+        "edits": [("        return ids[:, input_ids.shape[1]:]\n",
+                   "        return torch.zeros_like(ids[:, input_ids.shape[1]:])\n")],
+        "fails": ["test_draft_tokens", "test_counts"],
+    },
+    # --- correct variants ---------------------------------------------------------------------------
+    {
+        "name": "variant_draft_with_generate",
+        "description": "drafting with the draft model's own generate()",
+        "edits": [("        ids, mask = input_ids, attention_mask\n"
+                   "        for _ in range(num_speculative_tokens):\n"
+                   "            logits = self.draft_model(input_ids=ids, attention_mask=mask, use_cache=False).logits"
+                   "  # (1, n, V)\n" + DRAFT_ARGMAX +
+                   "            ids = torch.cat([ids, next_token], dim=1)\n"
+                   "            mask = torch.cat([mask, torch.ones_like(next_token)], dim=1)\n"
+                   "        return ids[:, input_ids.shape[1]:]\n",
+                   "        out = self.draft_model.generate(\n"
+                   "            input_ids, attention_mask=attention_mask, do_sample=False,\n"
+                   "            max_new_tokens=num_speculative_tokens, min_new_tokens=num_speculative_tokens)\n"
+                   "        return out[:, input_ids.shape[1]:]\n")],
+        "fails": [],
+    },
+    {
+        "name": "variant_crop_directly",
+        "description": "cropping with DynamicCache.crop(-n) instead of the kit's crop_to",
+        "edits": [("        crop_to(cache, keep)\n",
+                   "        if cache.get_seq_length() > keep:\n"
+                   "            cache.crop(keep - cache.get_seq_length())\n")],
+        "fails": [],
+    },
+    {
+        "name": "variant_no_grad",
+        "description": "torch.no_grad instead of inference_mode around the loop",
+        "edits": [("    @torch.inference_mode()\n    def speculative_decode(",
+                   "    @torch.no_grad()\n    def speculative_decode(")],
+        "fails": [],
+    },
+    {
+        "name": "variant_loop_structure",
+        "description": "an empty draft made inline, and EOS found with a tensor search",
+        "edits": [("            if k > 0:\n"
+                   "                draft_tokens = self.generate_draft_tokens(input_ids, attention_mask, k)\n"
+                   "            else:\n"
+                   "                draft_tokens = input_ids.new_empty((1, 0))\n",
+                   "            draft_tokens = (self.generate_draft_tokens(input_ids, attention_mask, k) if k\n"
+                   "                            else torch.empty((1, 0), dtype=torch.long, device=self.device))\n"),
+                  ("            emitted = truncate_at_eos(round_tokens[0].tolist(), eos_ids)\n",
+                   "            eos = torch.tensor(sorted(eos_ids), device=self.device)\n"
+                   "            is_eos = torch.isin(round_tokens[0], eos)\n"
+                   "            stop = int(is_eos.int().argmax()) + 1 if bool(is_eos.any()) \\\n"
+                   "                else round_tokens.shape[1]\n"
+                   "            emitted = round_tokens[0, :stop].tolist()\n")],
+        "fails": [],
+    },
+    {
+        "name": "variant_uncached_only",
+        "description": "a correct decoder without caches: the cached class only inherits",
+        "edits": [("        cache, cached = self._reuse_cache(\"target\", input_ids)\n",
+                   "        return SpeculativeDecoder.verify_tokens_vectorized(self, input_ids, draft_tokens, "
+                   "attention_mask)\n        cache, cached = self._reuse_cache(\"target\", input_ids)\n"),
+                  ("        cache, cached = self._reuse_cache(\"draft\", input_ids)\n",
+                   "        return SpeculativeDecoder.generate_draft_tokens(self, input_ids, attention_mask, "
+                   "num_speculative_tokens)\n        cache, cached = self._reuse_cache(\"draft\", input_ids)\n")],
+        "fails": ["test_cache_use"],
+    },
+]

@@ -1,0 +1,197 @@
+"""Grading submissions with nbgrader: one course directory, one gradebook, one process group each.
+
+    specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 900]
+
+SUBMISSIONS is nbgrader's `submitted/<student>/<assignment>/` layout or a flat folder of notebooks
+as downloaded from Colab or an LMS (`<student>.ipynb`, "Copy of ..." names handled, `--id-regex` to
+pull the id out of other names). Each notebook is checked, copied into one nbgrader course under the
+name nbgrader expects and autograded in its own process group, killed as a group on timeout, so one
+bad submission never stops the others. The kernel runs offline (SPECDEC_GRADING=1, HF_HUB_OFFLINE=1)
+with the instructor's `autograder/` on its import path.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .release import ASSIGNMENT, NOTEBOOK, nbgrader_env, source_notebook
+
+CELL_TIMEOUT = 600  # seconds per cell: building the zoo on a cold cache takes a minute
+STATUSES = ("graded", "error", "timeout", "missing", "invalid", "duplicate")
+
+
+@dataclass
+class Submission:
+    student: str
+    path: Path | None  # None for a roster student who submitted nothing
+    problem: str = ""  # why it cannot be graded (duplicate, unreadable), empty if none
+
+
+@dataclass
+class Grade:
+    student: str
+    status: str
+    score: float = 0.0
+    max_score: float = 0.0
+    manual_pending: bool = False
+    message: str = ""
+    tests: dict[str, float] = field(default_factory=dict)  # grade_id -> points earned
+    seconds: float = 0.0
+
+
+def student_id(path: Path, id_regex: str | None = None) -> str:
+    """The student id of a downloaded notebook: its name without "Copy of " and ".ipynb", or a regex group."""
+    name = path.stem
+    if id_regex:
+        match = re.search(id_regex, name)
+        if not match:
+            raise ValueError(f"--id-regex {id_regex!r} does not match {path.name}")
+        return match.group(1) if match.groups() else match.group(0)
+    name = re.sub(r"^Copy of\s+", "", name)
+    name = re.sub(r"\s*\(\d+\)$", "", name)  # "alice (1).ipynb", a second download
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
+
+
+def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | None = None) -> list[Submission]:
+    """Every submission under `submissions`, two files for one student reported, roster gaps added."""
+    nested = sorted(submissions.glob(f"*/{ASSIGNMENT}/*.ipynb"))
+    if nested:
+        found = [(path.parts[-3], path) for path in nested]
+    else:
+        found = [(student_id(path, id_regex), path) for path in sorted(submissions.glob("*.ipynb"))]
+    by_student: dict[str, list[Path]] = {}
+    for student, path in found:
+        by_student.setdefault(student, []).append(path)
+    result = []
+    for student, paths in sorted(by_student.items()):
+        if len(paths) > 1:
+            names = ", ".join(p.name for p in paths)
+            result.append(Submission(student, paths[0], f"{len(paths)} notebooks for one student ({names}): "
+                                                        "keep one and grade again"))
+        else:
+            result.append(Submission(student, paths[0]))
+    for student in roster or []:
+        if student not in by_student:
+            result.append(Submission(student, None, "no submission"))
+    return result
+
+
+def write_config(course: Path, cell_timeout: int = CELL_TIMEOUT) -> None:
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        "c.CourseDirectory.course_id = 'specdec'\n"
+        f"c.CourseDirectory.db_assignments = [dict(name='{ASSIGNMENT}')]\n"
+        f"c.Execute.timeout = {cell_timeout}\n"
+        # A deleted locked test cell is restored from the source and graded, never silently scored 0.
+        "c.OverwriteCells.add_missing_cells = True\n"
+    )
+
+
+def prepare_course(course: Path, solution: Path, cell_timeout: int = CELL_TIMEOUT) -> None:
+    """Set up the course directory and its gradebook once, before any submission is graded."""
+    course.mkdir(parents=True, exist_ok=True)
+    write_config(course, cell_timeout)
+    source = course / "source" / ASSIGNMENT
+    source.mkdir(parents=True, exist_ok=True)
+    (source / NOTEBOOK).write_text(source_notebook(solution))
+    _run_nbgrader(course, ["generate_assignment", ASSIGNMENT, "--force"], os.environ.copy(), timeout=300)
+
+
+def grading_env(autograder_parent: Path) -> dict:
+    env = nbgrader_env()
+    env.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(autograder_parent.resolve()), env.get("PYTHONPATH")]))
+    return env
+
+
+def grade(course: Path, submission: Submission, autograder_parent: Path, timeout: int) -> Grade:
+    """Autograde one submission; never raises for a bad submission, reports it in the Grade."""
+    import time
+
+    if submission.path is None:
+        return Grade(submission.student, "missing", message=submission.problem)
+    if submission.problem:
+        return Grade(submission.student, "duplicate", message=submission.problem)
+    try:
+        notebook = nbformat.read(submission.path, as_version=4)
+    except Exception as e:  # nbformat raises several unrelated types for a malformed file
+        return Grade(submission.student, "invalid", message=f"not a readable notebook: {type(e).__name__}: {e}")
+    target = course / "submitted" / submission.student / ASSIGNMENT / NOTEBOOK
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    start = time.perf_counter()
+    args = ["autograde", ASSIGNMENT, "--student", submission.student, "--create", "--force"]
+    try:
+        done = _run_nbgrader(course, args, grading_env(autograder_parent), timeout)
+    except subprocess.TimeoutExpired:
+        return Grade(submission.student, "timeout", message=f"grading took longer than {timeout} s",
+                     seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    result = read_grade(course, submission.student)
+    if result is None:
+        tail = (done.stderr or "").strip().splitlines()[-3:]
+        return Grade(submission.student, "error", message=" / ".join(tail) or "nbgrader recorded no grade",
+                     seconds=seconds)
+    result.seconds = seconds
+    return result
+
+
+def read_grade(course: Path, student: str) -> Grade | None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            notebook = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)
+        except MissingEntry:
+            return None
+        code = [g for g in notebook.grades if g.cell_type == "code"]  # auto-graded test cells
+        return Grade(student, "graded", score=sum(float(g.score) for g in code),
+                     max_score=sum(float(g.max_score) for g in code),
+                     manual_pending=any(g.needs_manual_grade for g in notebook.grades),
+                     tests={g.name: float(g.score) for g in notebook.grades})
+
+
+def write_csv(grades: list[Grade], path: Path, cells: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "score", "max_score", "manual_pending", "status", "message", "seconds",
+                         *cells])
+        for g in grades:
+            writer.writerow([g.student, g.score, g.max_score, g.manual_pending, g.status, g.message,
+                             round(g.seconds, 1), *[g.tests.get(name, "") for name in cells]])
+
+
+def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
+    """nbgrader in its own process group: on timeout the whole group (kernel included) is killed."""
+    process = subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def graded_cells(course: Path) -> list[str]:
+    """The graded cells of the assignment, in notebook order (from the source notebook)."""
+    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return [cell.metadata["nbgrader"]["grade_id"] for cell in notebook.cells
+            if cell.metadata.get("nbgrader", {}).get("grade")]
+
+
+def clear_course(course: Path) -> None:
+    if course.exists():
+        shutil.rmtree(course)

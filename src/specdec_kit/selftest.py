@@ -1,0 +1,114 @@
+"""`specdec-kit selftest`: the kit proves itself with real nbgrader autograding.
+
+Grades the reference solution (full marks on auto-graded points), the blank release (zero, grading
+completes), and every entry of the instructor's catalogue (`autograder/catalogue.py`): known student
+bugs, each expected to lose exactly the points of the tests that name it, and correct variants
+written differently from the reference, expected to lose nothing (or only the tests they declare).
+A submission is the solution notebook with the catalogue entry's edits applied, solution markers and
+hidden tests removed, as a student would hand it in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import grading
+from .release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, FORBIDDEN_TEXT, source_notebook
+
+_HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}.*?{END_HIDDEN}[ \t]*\n?", re.S | re.M)
+_MARKER = re.compile(rf"^[ \t]*({BEGIN_SOLUTION}|{END_SOLUTION})[ \t]*(\n|$)", re.M)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalogue submission: edits to the solution's code and the tests expected to lose points."""
+
+    name: str
+    description: str
+    edits: tuple[tuple[str, str], ...] = ()
+    fails: frozenset[str] = field(default_factory=frozenset)
+
+
+def load_catalogue(autograder_dir: Path) -> list[Entry]:
+    spec = importlib.util.spec_from_file_location("specdec_catalogue", autograder_dir / "catalogue.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [Entry(e["name"], e["description"], tuple(e.get("edits", ())), frozenset(e.get("fails", ())))
+            for e in module.CATALOGUE]
+
+
+def make_submission(solution: Path, entry: Entry) -> nbformat.NotebookNode:
+    """The solution as a student would hand it in, with `entry`'s edits (each must apply exactly once)."""
+    notebook = nbformat.reads(source_notebook(solution), as_version=4)
+    for cell in notebook.cells:  # the report, a markdown answer cell, keeps its text as a written report
+        cell.source = _MARKER.sub("", _HIDDEN.sub("", cell.source))
+    for old, new in entry.edits:
+        cells = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
+        count = sum(cell.source.count(old) for cell in cells)
+        if count != 1:
+            raise ValueError(f"catalogue entry {entry.name!r}: {old!r} occurs {count} times in the solution's code, "
+                             "not once; update the entry")
+        cells[0].source = cells[0].source.replace(old, new)
+    text = nbformat.writes(notebook)
+    leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]
+    if leaks:
+        raise ValueError(f"submission {entry.name!r} still holds {leaks}")
+    return notebook
+
+
+@dataclass
+class Outcome:
+    name: str
+    expected: str
+    got: str
+    named_by: str
+    ok: bool
+    seconds: float
+
+
+def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
+                 timeout: int = 900, only: list[str] | None = None, progress=print) -> list[Outcome]:
+    """Grade the solution, the blank release and the catalogue; one Outcome per submission."""
+    workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
+    grading.clear_course(workdir)
+    course = workdir / "course"
+    started = time.perf_counter()
+    grading.prepare_course(course, solution.resolve())
+    progress(f"course ready in {time.perf_counter() - started:.0f} s")
+    catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
+    entries = [Entry("solution", "the reference solution")] + catalogue
+    submissions = workdir / "submissions"
+    submissions.mkdir(parents=True)
+    for entry in entries:
+        nbformat.write(make_submission(solution, entry), submissions / f"{entry.name}.ipynb")
+    (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
+    cells = grading.graded_cells(course)
+    auto_cells = [c for c in cells if c.startswith("test_")]
+    outcomes = []
+    for entry in [*entries, Entry("blank", "the release as handed out", fails=frozenset(auto_cells))]:
+        submission = grading.Submission(entry.name, submissions / f"{entry.name}.ipynb")
+        result = grading.grade(course, submission, autograder_dir.parent, timeout)
+        lost = sorted(c for c in auto_cells if result.tests.get(c, 0.0) < _max_points(course, c))
+        expected = sorted(entry.fails)
+        ok = result.status == "graded" and lost == expected
+        got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else \
+            f"{result.status}: {result.message}"
+        outcomes.append(Outcome(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
+                                got, ", ".join(lost) or "-", ok, result.seconds))
+        progress(f"{entry.name}: {'ok' if ok else 'MISMATCH'} ({result.seconds:.0f} s) {got}; lost: {lost or '-'}"
+                 + ("" if ok else f"; expected to lose: {expected or '-'}"))
+    return outcomes
+
+
+def _max_points(course: Path, cell: str) -> float:
+    notebook = nbformat.read(course / "source" / "speculative_decoding" / "speculative_decoding.ipynb", 4)
+    for c in notebook.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == cell:
+            return float(c.metadata["nbgrader"]["points"])
+    raise KeyError(cell)
