@@ -34,7 +34,9 @@ CATALOGUE = [
                    "    bonus_or_correction = predicted[:, n_accepted:n_accepted + 1] if n_accepted < k or k == 0 "
                    "else predicted[:, :0]\n"
                    "    return draft_tokens[:, :n_accepted], n_accepted, bonus_or_correction\n")],
-        "fails": ["test_correction_and_bonus", "test_eos_and_budget", "test_counts", "test_cache_use"],
+        # The tokens stay right (a missing bonus costs a round, not a token); test_cache_use compares the
+        # target's forwards with the scripted rounds, so it loses too (to be narrowed to caching alone).
+        "fails": ["test_correction_and_bonus", "test_counts", "test_cache_use"],
     },
     {
         "name": "tokens_after_eos",
