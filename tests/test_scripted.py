@@ -5,37 +5,11 @@ import pytest
 import torch
 
 from specdec_kit import zoo
-from specdec_kit.result import DecodeResult
+from specdec_kit.checks import predict_rounds
 
 from conftest import target_greedy
 
 SCRIPT = zoo.scripted_script()
-
-
-def predict(last_token: int, k: int, max_tokens: int) -> DecodeResult:
-    """What correct greedy speculative decoding does after `last_token`, simulated from the script."""
-    tokens, proposed, accepted = [], [], []
-    current = last_token
-    while len(tokens) < max_tokens:
-        k_round = min(k, max_tokens - len(tokens) - 1)
-        drafts, token = [], current
-        for _ in range(k_round):
-            token = SCRIPT.draft_next[token]
-            drafts.append(token)
-        n, token = 0, current
-        while n < k_round and drafts[n] == SCRIPT.target_next[token]:
-            token = drafts[n]
-            n += 1
-        round_tokens = drafts[:n] + [SCRIPT.target_next[token]]
-        if SCRIPT.eos_id in round_tokens:
-            round_tokens = round_tokens[: round_tokens.index(SCRIPT.eos_id) + 1]
-        tokens += round_tokens
-        proposed.append(k_round)
-        accepted.append(min(n, len(round_tokens)))
-        if round_tokens[-1] == SCRIPT.eos_id:
-            break
-        current = round_tokens[-1]
-    return DecodeResult("", tokens, proposed, accepted)
 
 
 def prompt_ending_in(token: int, decoder) -> str:
@@ -45,7 +19,7 @@ def prompt_ending_in(token: int, decoder) -> str:
 
 
 def assert_rounds_as_scripted(decoder, last_token: int, k: int, max_tokens: int) -> None:
-    expected = predict(last_token, k, max_tokens)
+    expected = predict_rounds(last_token, k, max_tokens)
     got = decoder.speculative_decode(prompt_ending_in(last_token, decoder), max_tokens, k)
     assert got.accepted == expected.accepted and got.proposed == expected.proposed, (
         f"k={k}: accepted draft tokens per round should be {expected.accepted} (of {expected.proposed}), "
@@ -63,7 +37,7 @@ def test_acceptance_of_every_round_matches_script(scripted_decoder, k):
 
 def test_script_has_both_full_and_partial_rounds():
     """The script itself must exercise rejections and full acceptances, or the test above proves little."""
-    rounds = [predict(start, 4, 30) for start in SCRIPT.cycle[:12]]
+    rounds = [predict_rounds(start, 4, 30) for start in SCRIPT.cycle[:12]]
     accepted = [a for r in rounds for a in r.accepted]
     assert 4 in accepted and 0 in accepted and any(0 < a < 4 for a in accepted)
 
