@@ -44,7 +44,8 @@ def test_counts_come_from_the_models(tiny_run):
     _, document = tiny_run
     for row in document["rows"]:
         if row["method"] in ("notebook", "no_cache"):
-            assert row["target_forwards"] == round(row["new_tokens"] / row["tokens_per_round"])
+            assert row["target_forwards"] == row["rounds"] == round(row["new_tokens"] / row["tokens_per_round"])
+            assert row["accepted"] <= row["proposed"] and row["rejections"] <= row["rounds"]
         if row["method"] == "notebook":
             assert max(row["target_input_lengths"][1:]) <= row["k"] + 1
 

@@ -309,7 +309,8 @@ def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, tar
     """The JSON document `bench` writes (see bench_schema.json)."""
     public = ("method", "k", "prompt_id", "repeat", "new_tokens", "seconds", "tokens_per_s", "acceptance_rate",
               "alpha", "tokens_per_round", "target_forwards", "draft_forwards", "identical_to_target",
-              "target_input_lengths", "draft_input_lengths", "forward_seconds")
+              "target_input_lengths", "draft_input_lengths", "forward_seconds", "rounds", "proposed", "accepted",
+              "rejections")
     return {
         "version": SCHEMA_VERSION, "pair": pair, "target": target, "draft": draft,
         "device": _device_name(setup.device), "dtype": str(setup.target.dtype).removeprefix("torch."),
