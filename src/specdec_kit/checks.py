@@ -20,7 +20,7 @@ import torch
 
 from . import zoo
 from .counting import ForwardRecorder
-from .demo import target_greedy
+from .demo import first_difference, target_greedy
 from .result import DecodeResult
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
@@ -215,10 +215,6 @@ def check_correction_and_bonus(decoder_class: type) -> None:
 # Part 4: the decoding loop
 
 
-def _first_difference(got: list[int], expected: list[int]) -> int:
-    return next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-
-
 def check_exact(decoder_class: type, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
                 k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30) -> None:
     decoder = build(decoder_class, pair)
@@ -228,7 +224,7 @@ def check_exact(decoder_class: type, pair: str = "tiny", prompts: tuple[str, ...
         for k in k_values:
             result = decoder.speculative_decode(prompt, max_tokens, k)
             require(isinstance(result, DecodeResult), "speculative_decode must return a specdec_kit.DecodeResult")
-            where = _first_difference(result.token_ids, expected)
+            where = first_difference(result.token_ids, expected)
             require(result.token_ids == expected,
                     f"k={k}, prompt {prompt!r}: greedy speculative output must equal the target's own greedy output; "
                     f"first difference at new token {where} (got {result.token_ids[where:where + 3]}, expected "

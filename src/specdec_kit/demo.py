@@ -41,13 +41,16 @@ class Mismatch:
     margin: float  # the target's top-1 minus top-2 logit there, computed over the reference prefix
 
 
+def first_difference(got: list[int], expected: list[int]) -> int:
+    """Index of the first token where `got` leaves `expected` (the shorter length if one is a prefix)."""
+    return next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+
+
 def first_mismatch(model, prompt_ids: torch.Tensor, expected: list[int], got: list[int]) -> Mismatch | None:
     """Where `got` leaves `expected` (None if identical), with the target's logit margin at that point."""
-    position = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
-    if position is None:
-        if len(expected) == len(got):
-            return None
-        position = min(len(expected), len(got))
+    if got == expected:
+        return None
+    position = first_difference(got, expected)
     prefix = torch.tensor([expected[:position]], device=prompt_ids.device, dtype=prompt_ids.dtype)
     with torch.inference_mode():
         logits = model(torch.cat([prompt_ids, prefix], dim=1)).logits[0, -1].float()

@@ -88,13 +88,13 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     for entry in entries:
         nbformat.write(make_submission(solution, entry), submissions / f"{entry.name}.ipynb")
     (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
-    cells = grading.graded_cells(course)
-    auto_cells = [c for c in cells if c.startswith("test_")]
+    points = _points(course)
+    auto_cells = [c for c in grading.graded_cells(course) if c.startswith("test_")]
     outcomes = []
     for entry in [*entries, Entry("blank", "the release as handed out", fails=frozenset(auto_cells))]:
         submission = grading.Submission(entry.name, submissions / f"{entry.name}.ipynb")
         result = grading.grade(course, submission, autograder_dir.parent, timeout)
-        lost = sorted(c for c in auto_cells if result.tests.get(c, 0.0) < _max_points(course, c))
+        lost = sorted(c for c in auto_cells if result.tests.get(c, 0.0) < points[c])
         expected = sorted(entry.fails)
         ok = result.status == "graded" and lost == expected
         got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else \
@@ -106,9 +106,8 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     return outcomes
 
 
-def _max_points(course: Path, cell: str) -> float:
+def _points(course: Path) -> dict[str, float]:
+    """Points of every graded cell, by grade_id, from the course's source notebook (read once)."""
     notebook = nbformat.read(course / "source" / "speculative_decoding" / "speculative_decoding.ipynb", 4)
-    for c in notebook.cells:
-        if c.metadata.get("nbgrader", {}).get("grade_id") == cell:
-            return float(c.metadata["nbgrader"]["points"])
-    raise KeyError(cell)
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
