@@ -60,3 +60,20 @@ def test_catalogue_entries_apply_to_the_solution():
         make_submission(SOLUTION, entry)
     with pytest.raises(ValueError, match="occurs 0 times"):
         make_submission(SOLUTION, Entry("stale", "", edits=(("no such code", ""),)))
+
+
+def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
+    # CI runs `.venv/bin/specdec-kit` with no activated venv: nbgrader's alembic must still be found.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    course = tmp_path / "course"
+    grading.prepare_course(course, SOLUTION)
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding"
+
+
+def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
+    monkeypatch.setattr(grading, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
+        grading.prepare_course(tmp_path / "course", SOLUTION)

@@ -30,6 +30,10 @@ CELL_TIMEOUT = 600  # seconds per cell: building the zoo on a cold cache takes a
 STATUSES = ("graded", "error", "timeout", "missing", "invalid", "duplicate")
 
 
+class GradingSetupError(RuntimeError):
+    """The course directory could not be set up: nothing can be graded, so stop before the first student."""
+
+
 @dataclass
 class Submission:
     student: str
@@ -104,7 +108,9 @@ def prepare_course(course: Path, solution: Path, cell_timeout: int = CELL_TIMEOU
     source = course / "source" / ASSIGNMENT
     source.mkdir(parents=True, exist_ok=True)
     (source / NOTEBOOK).write_text(source_notebook(solution))
-    _run_nbgrader(course, ["generate_assignment", ASSIGNMENT, "--force"], os.environ.copy(), timeout=300)
+    done = _run_nbgrader(course, ["generate_assignment", ASSIGNMENT, "--force"], nbgrader_env(), timeout=300)
+    if done.returncode != 0 or not (course / "release" / ASSIGNMENT / NOTEBOOK).is_file():
+        raise GradingSetupError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
 
 
 def grading_env(autograder_parent: Path) -> dict:

@@ -50,7 +50,6 @@ def write_course_config(course: Path) -> None:
     (course / "nbgrader_config.py").write_text(
         "c = get_config()\n"
         "c.CourseDirectory.course_id = 'specdec'\n"
-        f"c.CourseDirectory.db_assignments = [dict(name='{ASSIGNMENT}')]\n"
     )
 
 
