@@ -4,7 +4,17 @@ Other prompts, other starting tokens, other k and a second zoo pair (`tiny-b`) t
 use, so that code fitted to the visible cases does not pass.
 """
 
+from pathlib import Path
+
 from specdec_kit import checks, zoo
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
+    import tomli as tomllib
+
+CONFIG = tomllib.loads((Path(__file__).with_name("config.toml")).read_text())
+SPEEDUP_MIN_RATIO = float(CONFIG["speedup"]["min_ratio"])
 
 PROMPTS = ("Customer: Do you have this jacket in a larger size?\nClerk:",
            "one, two, three, four, five, six, seven, eight,",
@@ -26,6 +36,14 @@ def check_draft_tokens(decoder_class):
 
 def check_verify_alignment(decoder_class):
     checks.check_verify_alignment(decoder_class, starts=_starts(50, 8), k_values=(1, 3, 5, 8))
+
+
+def check_correction_and_bonus(decoder_class):
+    checks.check_correction_and_bonus(decoder_class, rejected=3, accepted_from=1)
+
+
+def check_eos_and_budget(decoder_class):
+    checks.check_eos_and_budget(decoder_class, checks.eos_and_budget_cases(chain_start=1, cycle_start=80))
 
 
 def check_exact(decoder_class):

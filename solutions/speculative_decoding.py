@@ -39,12 +39,13 @@
 # |---|---|---|
 # | 1. loading | `test_loading` | 6 |
 # | 1. drafting | `test_draft_tokens` | 8 |
-# | 1. verification | `test_verify_alignment`, `test_correction_and_bonus` | 12 + 8 |
-# | 1. the loop | `test_exact`, `test_eos_and_budget`, `test_counts` | 14 + 10 + 8 |
-# | 2. KV caches | `test_cached_exact`, `test_cache_use` | 8 + 16 |
+# | 1. verification | `test_verify_alignment`, `test_correction_and_bonus` | 10 + 8 |
+# | 1. the loop | `test_exact`, `test_eos_and_budget`, `test_counts` | 12 + 8 + 8 |
+# | 2. KV caches | `test_cached_exact`, `test_cache_use` | 8 + 12 |
+# | 2. speed | `test_speedup` | 10 |
 # | report | graded by hand | 10 |
 #
-# The uncached part (66 points) and the cached part (24 points) are graded separately: a correct
+# The uncached part (60 points) and the cached part (30 points) are graded separately: a correct
 # decoder without caches loses only the cached part.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
@@ -282,7 +283,7 @@ from autograder import hidden
 hidden.check_draft_tokens(SpeculativeDecoder)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "test_verify_alignment", "locked": true, "points": 12, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_verify_alignment", "locked": true, "points": 10, "schema_version": 3, "solution": false}
 """Verification: the target's prediction for draft i is the logit at position L-1+i, in one forward."""
 from specdec_kit import checks
 
@@ -298,8 +299,13 @@ hidden.check_verify_alignment(SpeculativeDecoder)
 from specdec_kit import checks
 
 checks.check_correction_and_bonus(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
 
-# %% nbgrader={"grade": true, "grade_id": "test_exact", "locked": true, "points": 14, "schema_version": 3, "solution": false}
+hidden.check_correction_and_bonus(SpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_exact", "locked": true, "points": 12, "schema_version": 3, "solution": false}
 """The loop: tokens identical to the target's own greedy decoding, for several prompts and k."""
 from specdec_kit import checks
 
@@ -310,11 +316,16 @@ from autograder import hidden
 hidden.check_exact(SpeculativeDecoder)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "test_eos_and_budget", "locked": true, "points": 10, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_eos_and_budget", "locked": true, "points": 8, "schema_version": 3, "solution": false}
 """The loop: EOS ends the text wherever it falls; exactly max_tokens new tokens otherwise."""
 from specdec_kit import checks
 
 checks.check_eos_and_budget(SpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_eos_and_budget(SpeculativeDecoder)
+### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_counts", "locked": true, "points": 8, "schema_version": 3, "solution": false}
 """The loop: one target forward per round; proposed and accepted counts as the kit measures them."""
@@ -419,7 +430,7 @@ from autograder import hidden
 hidden.check_exact(CachedSpeculativeDecoder)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "test_cache_use", "locked": true, "points": 16, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "test_cache_use", "locked": true, "points": 12, "schema_version": 3, "solution": false}
 """Cached decoder: no forward re-sends the prefix after the prefill; caches cropped after a rejection."""
 from specdec_kit import checks
 
@@ -463,6 +474,26 @@ classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder":
 document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:3], [1, 2, 4], pair=PAIR, repeats=1,
                          device=DEVICE, progress=False)
 figure = plot_bench(document)
+
+# %% [markdown]
+# ### Test of speed
+#
+# The kit times your `CachedSpeculativeDecoder` against HF assisted generation at the same k, both
+# interleaved in this process, so the bar is a ratio that holds on any device: Pythia in fp16 on a GPU
+# with internet, the kit's `synthetic-pythia` on a GPU without, `synthetic-small` on a CPU. It first
+# checks, without timing, that you make one target forward per round and produce the target's output.
+
+# %% nbgrader={"grade": true, "grade_id": "test_speedup", "locked": true, "points": 10, "schema_version": 3, "solution": false}
+"""Cached decoder: at least `min_ratio` times the speed of HF assisted generation, timed by the kit."""
+from specdec_kit import checks
+
+min_ratio = checks.SPEEDUP_MIN_RATIO
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+min_ratio = hidden.SPEEDUP_MIN_RATIO
+### END HIDDEN TESTS
+checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "report", "locked": false, "points": 10, "schema_version": 3, "solution": true}
 # ## Report (10 points, graded by hand)

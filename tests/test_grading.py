@@ -77,3 +77,19 @@ def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
     monkeypatch.setattr(grading, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
     with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
         grading.prepare_course(tmp_path / "course", SOLUTION)
+
+
+def test_parallel_jobs_grade_into_one_gradebook_with_feedback(tmp_path):
+    """Two kernels at once, one gradebook: both grades recorded, both feedback pages written, order kept."""
+    course, feedback = tmp_path / "course", tmp_path / "feedback"
+    grading.prepare_course(course, SOLUTION)
+    blank = REPO / "assignment" / "speculative_decoding.ipynb"
+    submissions = [grading.Submission(name, blank) for name in ("zed", "amy")]
+    finished = []
+    grades = grading.grade_all(course, submissions, REPO, timeout=600, feedback_dir=feedback, jobs=2,
+                               progress=finished.append)
+    assert [g.student for g in grades] == ["zed", "amy"] and len(finished) == 2
+    for g in grades:
+        assert g.status == "graded" and g.score == 0 and g.max_score == 90, (g.status, g.message)
+        assert (feedback / f"{g.student}.html").is_file()
+        assert grading.read_grade(course, g.student) is not None

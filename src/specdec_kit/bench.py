@@ -253,8 +253,10 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
 
 
 def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
-              methods: list[str], max_new_tokens: int | None = None, progress: bool = True) -> tuple[list, dict]:
-    """All rows (method x k x prompt x repeat) and the micro-benchmark, methods interleaved."""
+              methods: list[str], max_new_tokens: int | None = None, progress: bool = True,
+              micro: bool = True) -> tuple[list, dict]:
+    """All rows (method x k x prompt x repeat) and the micro-benchmark (unless `micro` is False),
+    methods interleaved."""
     if "target_greedy" not in methods:
         methods = ["target_greedy", *methods]  # the baseline every speedup is paired with
     plan = [(m, None) for m in methods if m == "target_greedy"]
@@ -276,7 +278,7 @@ def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats:
             for outcome, row in outcomes.values():
                 rows.append(row | {"repeat": repeat, "identical_to_target": outcome.token_ids == reference})
     bar.close()
-    return rows, micro_benchmark(setup, k_values)
+    return rows, micro_benchmark(setup, k_values) if micro else {}
 
 
 def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, type], device: torch.device,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import tempfile
 from functools import cache
 
@@ -193,16 +194,21 @@ def check_verify_alignment(decoder_class: type, starts: tuple[int, ...] | None =
                     f"position L-1+i (L = length before the draft); comparing position L+i is the off-by-one.")
 
 
-def check_correction_and_bonus(decoder_class: type) -> None:
+def check_correction_and_bonus(decoder_class: type, rejected: int = 0, accepted_from: int = 0) -> None:
+    """A rejected draft is replaced by the target's token; a fully accepted draft earns the bonus token.
+
+    `rejected` picks which token after which the draft disagrees (in cycle order), `accepted_from`
+    the start on the EOS chain whose next two tokens the draft proposes correctly.
+    """
     decoder = build(decoder_class)
     script = zoo.scripted_script()
-    x = next(t for t in script.cycle if t in script.disagree)
+    x = [t for t in script.cycle if t in script.disagree][rejected]
     accepted, position, next_token = _verify(decoder, [x], [script.draft_next[x]])
     require(position == 0 and accepted.shape[-1] == 0, "a draft the target would not produce must be rejected")
     require(next_token.reshape(-1).tolist() == [script.target_next[x]],
             f"after a rejection next_token must be the target's own token {script.target_next[x]} (the "
             f"correction), read from the same forward pass; got {next_token.reshape(-1).tolist()}")
-    start = script.eos_chain[0]
+    start = script.eos_chain[accepted_from]
     chain = [script.target_next[start], script.target_next[script.target_next[start]]]
     accepted, position, next_token = _verify(decoder, [start], chain)
     require(position == 2 and accepted.reshape(-1).tolist() == chain, "drafts the target agrees with are accepted")
@@ -231,15 +237,25 @@ def check_exact(decoder_class: type, pair: str = "tiny", prompts: tuple[str, ...
                     f"{expected[where:where + 3]}). Check the acceptance rule and what you append each round.")
 
 
-def check_eos_and_budget(decoder_class: type) -> None:
+def eos_and_budget_cases(chain_start: int = 0, cycle_start: int = 3) -> list[tuple[int, int, int, str]]:
+    """(start token, k, max_tokens, label) of the EOS and budget edges, from two places in the script.
+
+    The EOS chain c0 -> c1 -> c2 -> c3 -> EOS, entered at `chain_start`, puts EOS inside a k that reaches
+    past it, or exactly at the bonus position of a k that ends on c3.
+    """
+    script = zoo.scripted_script()
+    to_eos = len(script.eos_chain) - chain_start  # drafts from the start up to and including EOS
+    return [(script.eos_chain[chain_start], to_eos + 1, 50, "EOS inside an accepted draft"),
+            (script.eos_chain[chain_start], to_eos - 1, 50, "EOS as the bonus token"),
+            (script.cycle[cycle_start], 4, 6, "a budget that ends mid-draft"),
+            (script.cycle[cycle_start + 2], 8, 3, "k larger than the budget left"),
+            (script.cycle[cycle_start + 4], 4, 1, "max_tokens = 1")]
+
+
+def check_eos_and_budget(decoder_class: type, cases: list[tuple[int, int, int, str]] | None = None) -> None:
     decoder = build(decoder_class)
     script = zoo.scripted_script()
-    cases = [(script.eos_chain[0], 5, 50, "EOS inside an accepted draft"),
-             (script.eos_chain[0], 3, 50, "EOS as the bonus token"),
-             (script.cycle[3], 4, 6, "a budget that ends mid-draft"),
-             (script.cycle[5], 8, 3, "k larger than the budget left"),
-             (script.cycle[7], 4, 1, "max_tokens = 1")]
-    for start, k, max_tokens, label in cases:
+    for start, k, max_tokens, label in cases or eos_and_budget_cases():
         expected = predict_rounds(start, k, max_tokens)
         got = decoder.speculative_decode(prompt_for_token(decoder, start), max_tokens, k)
         require(got.token_ids == expected.token_ids,
@@ -270,32 +286,185 @@ def check_counts(decoder_class: type, starts: tuple[int, ...] | None = None, k: 
 # Part 5: the cached decoder
 
 
+def stale_cache_position(calls, text: list[int], judged: set[int] | None = None) -> tuple[int, int] | None:
+    """(forward, position) of the first judged forward whose KV cache held a position that is not the text's.
+
+    Replays the ids each recorded forward fed (ForwardRecorder(record_ids=True)) to know which token
+    every cached position was computed from: a rejected draft left in the cache shows up as a cached
+    position whose token differs from the final text, or lies beyond it. `judged` picks the forwards
+    to judge (default all): the draft may hold its own unverified proposals within a round.
+    """
+    fed = {}
+    for i, call in enumerate(calls):
+        if judged is None or i in judged:
+            for position in range(call.cached_tokens):
+                if position >= len(text) or fed.get(position) != text[position]:
+                    return i, position
+        for offset, token in enumerate(call.input_ids):
+            fed[call.cached_tokens + offset] = token
+    return None
+
+
+def first_after(calls, marks) -> set[int]:
+    """Indices of `calls` that are the first to start after one of `marks` (calls of another model)."""
+    firsts = set()
+    for mark in marks:
+        later = [i for i, call in enumerate(calls) if call.started > mark.started]
+        if later:
+            firsts.add(later[0])
+    return firsts
+
+
 def check_cache_use(decoder_class: type, starts: tuple[int, ...] | None = None, k: int = 4,
                     max_tokens: int = 30) -> None:
-    """After the prefill no forward re-sends the prefix, and the caches are cropped after a rejection.
+    """After the prefill no forward re-sends the prefix, and no cache keeps a rejected draft.
 
-    Runs on `scripted`, where the true length of the text at every round is known from the script.
+    Judged from the forwards alone (how many tokens each fed, what its cache held), not from how
+    many rounds the decoder took: that is test_counts' business.
     """
     decoder = build(decoder_class)
     script = zoo.scripted_script()
     for start in starts or tuple(script.cycle[20:24]):
         expected = predict_rounds(start, k, max_tokens)
-        with ForwardRecorder(decoder.target_model) as target_calls, \
-                ForwardRecorder(decoder.draft_model) as draft_calls:
-            result = decoder.speculative_decode(prompt_for_token(decoder, start), max_tokens, k)
+        prompt = prompt_for_token(decoder, start)
+        with ForwardRecorder(decoder.target_model, record_ids=True) as target_calls, \
+                ForwardRecorder(decoder.draft_model, record_ids=True) as draft_calls:
+            result = decoder.speculative_decode(prompt, max_tokens, k)
         require(result.token_ids == expected.token_ids, "the cached decoder must produce the target's greedy tokens")
-        lengths = [1]  # a one-token prompt
-        for accepted in expected.accepted:
-            lengths.append(lengths[-1] + accepted + 1)
-        sent = [c.new_tokens for c in target_calls]
-        require(len(target_calls) == expected.rounds and max(sent[1:], default=0) <= k + 1,
-                f"target forwards fed {sent} tokens: after the prefill each round should feed only the last token "
-                f"and the k={k} drafts, on a KV cache kept across rounds")
-        for i, call in enumerate(target_calls[1:], start=1):
-            require(call.cached_tokens == lengths[i] - 1,
-                    f"round {i}: the target's cache held {call.cached_tokens} positions where {lengths[i] - 1} are "
-                    "still part of the text: crop the cache (specdec_kit.crop_to) to drop rejected drafts")
-        draft_sent = [c.new_tokens for c in draft_calls]
-        require(max(draft_sent[1:], default=0) <= 2,
-                f"draft forwards fed {draft_sent} tokens: after the prefill the draft needs one new token per step "
-                "(two right after a fully accepted round)")
+        text = decoder.target_tokenizer(prompt).input_ids + list(result.token_ids)
+        # A round starts at a target forward: the draft's next forward must find its cache cropped.
+        draft_round_starts = first_after(draft_calls, target_calls)
+        for role, calls, most, judged in (("target", target_calls, k + 1, None),
+                                          ("draft", draft_calls, 2, draft_round_starts)):
+            sent = [c.new_tokens for c in calls]
+            require(max(sent[1:], default=0) <= most,
+                    f"{role} forwards fed {sent} tokens: after the prefill the {role} should feed at most {most} "
+                    + ("(the last token and the k drafts) " if role == "target" else
+                       "(one per draft step, two right after a fully accepted round) ")
+                    + "on a KV cache kept across rounds, never the prefix again")
+            stale = stale_cache_position(calls, text, judged)
+            if stale is not None:
+                raise CheckFailed(
+                    f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
+                    f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
+                    "(specdec_kit.crop_to) before the next round")
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 6: speedup, timed by the kit
+
+SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
+SPEEDUP_K = 4
+SPEEDUP_TOKENS = 32  # new tokens per timed decode
+SPEEDUP_REPEATS = 2  # 1 under `specdec-kit selftest` (SPECDEC_SELFTEST=1), which times ~20 submissions
+NEAR_TIE = 0.05  # fp16 logit margin under which a correct decoder may pick the other token
+
+
+def speedup_pair(device: torch.device) -> str:
+    """Pythia in fp16 on a GPU with the hub, `synthetic-pythia` on a GPU without it, `synthetic-small` on CPU."""
+    from .course import grading
+    from .loading import hub_reachable
+
+    if device.type != "cuda":
+        return "synthetic-small"
+    return "synthetic-pythia" if grading() or not hub_reachable() else "pythia"
+
+
+def timing_lock():
+    """One timed measurement at a time on this machine, across processes (parallel grading kernels)."""
+    from filelock import FileLock
+
+    zoo.cache_root().mkdir(parents=True, exist_ok=True)
+    return FileLock(str(zoo.cache_root() / "timing.lock"))
+
+
+def _gate_rounds(decoder_class: type, k: int) -> None:
+    """Deterministic, before any timing: one target forward per round and the right tokens, on `scripted`."""
+    decoder = build(decoder_class)
+    script = zoo.scripted_script()
+    for start in script.cycle[30:33]:
+        expected = predict_rounds(start, k, 24)
+        with ForwardRecorder(decoder.target_model) as calls:
+            got = decoder.speculative_decode(prompt_for_token(decoder, start), 24, k)
+        require(got.token_ids == expected.token_ids,
+                "speedup is timed only for a decoder that produces the target's greedy tokens; fix test_cached_exact")
+        require(len(calls) == expected.rounds,
+                f"speedup is timed only for a decoder that makes one target forward per round: {len(calls)} "
+                f"forwards for {expected.rounds} rounds (see test_counts)")
+
+
+def _gate_exact(setup, prompts, k: int, max_new: int) -> None:
+    """On the timing pair: the decoder's tokens equal target greedy, up to an fp16 near-tie (margin shown)."""
+    from .demo import first_mismatch
+
+    decoder = setup.decoders["notebook"]
+    for prompt in prompts:
+        ids = setup.tokenizer(prompt.text, return_tensors="pt").input_ids.to(setup.device)
+        expected = target_greedy(setup.target, ids, max_new)
+        got = list(decoder.speculative_decode(prompt.text, max_new, k).token_ids)
+        mismatch = first_mismatch(setup.target, ids, expected, got)
+        if mismatch is None:
+            continue
+        tie = setup.target.dtype != torch.float32 and mismatch.margin < NEAR_TIE
+        require(tie, f"prompt {prompt.id!r}: output leaves target greedy at new token {mismatch.position} where "
+                     f"the target's top-2 margin is {mismatch.margin:.3f} (not a near-tie): fix test_cached_exact")
+        print(f"prompt {prompt.id!r}: differs from target greedy after a near-tie at new token "
+              f"{mismatch.position} (margin {mismatch.margin:.3f} < {NEAR_TIE}), accepted")
+
+
+def measure_speedup(decoder_class: type, prompts=None, k: int = SPEEDUP_K, max_new: int = SPEEDUP_TOKENS,
+                    repeats: int | None = None, device: str | None = None) -> dict:
+    """Time the cached decoder against HF assisted generation and target greedy, interleaved, by the kit.
+
+    Returns the median over (prompt, repeat) of the paired tokens/s ratios and each method's tokens/s.
+    """
+    if repeats is None:
+        repeats = 1 if os.environ.get("SPECDEC_SELFTEST") == "1" else SPEEDUP_REPEATS
+    from . import bench
+    from .loading import default_dtype, resolve_device, resolve_pair
+    from .prompts import load_prompts
+
+    set_threads()
+    device = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    pair = speedup_pair(device)
+    target, draft = resolve_pair(pair)
+    prompts = prompts or load_prompts()[:2]
+    setup = bench.make_setup(target, draft, {"CachedSpeculativeDecoder": decoder_class}, device,
+                             default_dtype(device), ["hf_assisted", "notebook"])
+    _gate_exact(setup, prompts, k, max_new)
+    with timing_lock():
+        rows, _ = bench.run_bench(setup, prompts, [k], repeats, ["hf_assisted", "notebook"], max_new,
+                                  progress=False, micro=False)
+    speed = {(r["method"], r["prompt_id"], r["repeat"]): r["tokens_per_s"] for r in rows}
+    runs = {(prompt_id, repeat) for _, prompt_id, repeat in speed}
+
+    def median_ratio(baseline: str) -> float:
+        return statistics.median(speed[("notebook", *run)] / speed[(baseline, *run)] for run in runs)
+
+    def tokens_per_s(method: str) -> float:
+        return statistics.median(v for (m, *_), v in speed.items() if m == method)
+
+    return {"pair": pair, "device": str(device), "dtype": str(setup.target.dtype).removeprefix("torch."),
+            "k": k, "runs": len(runs), "vs_hf_assisted": median_ratio("hf_assisted"),
+            "vs_target_greedy": median_ratio("target_greedy"),
+            "tokens_per_s": {m: tokens_per_s(m) for m in ("notebook", "hf_assisted", "target_greedy")}}
+
+
+def check_speedup(decoder_class: type, min_ratio: float = SPEEDUP_MIN_RATIO, **kwargs) -> dict:
+    """The cached decoder is at least `min_ratio` times as fast as HF assisted generation at the same k.
+
+    Fails first, deterministically, on forward counts and exactness; only code that passes them is timed.
+    A ratio measured side by side in one process holds on any device, unlike a tokens/s threshold.
+    """
+    _gate_rounds(decoder_class, kwargs.get("k", SPEEDUP_K))
+    measured = measure_speedup(decoder_class, **kwargs)
+    speed = measured["tokens_per_s"]
+    print(f"speedup on {measured['pair']} ({measured['device']}, {measured['dtype']}, k={measured['k']}, "
+          f"median of {measured['runs']} paired runs): {measured['vs_hf_assisted']:.2f}x HF assisted generation, "
+          f"{measured['vs_target_greedy']:.2f}x target greedy; tokens/s: notebook {speed['notebook']:.1f}, "
+          f"hf_assisted {speed['hf_assisted']:.1f}, target_greedy {speed['target_greedy']:.1f}")
+    require(measured["vs_hf_assisted"] >= min_ratio,
+            f"your cached decoder ran at {measured['vs_hf_assisted']:.2f}x the speed of HF assisted generation at "
+            f"the same k; at least {min_ratio:.2f}x is required. Look for host syncs (.item(), .tolist()) inside "
+            "the draft loop, forwards that re-send the prefix, and caches rebuilt instead of cropped.")
+    return measured

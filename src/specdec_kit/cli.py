@@ -204,14 +204,19 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     if not submissions:
         raise ValueError(f"no notebooks under {args.submissions}: expected submitted/<student>/"
                          f"speculative_decoding/*.ipynb or a folder of <student>.ipynb files")
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
     out = Path(args.out).resolve()
     course = out / "course"
     grading.prepare_course(course, Path(args.solution).resolve())
-    grades = [grading.grade(course, s, Path(args.autograder).resolve().parent, args.timeout)
-              for s in tqdm(submissions, desc="autograde")]
+    grading.prepare_zoo()
+    with tqdm(total=len(submissions), desc="autograde") as bar:
+        grades = grading.grade_all(course, submissions, Path(args.autograder).resolve().parent, args.timeout,
+                                   feedback_dir=out / "feedback", jobs=args.jobs, progress=lambda _: bar.update())
     grading.write_csv(grades, out / "grades.csv", grading.graded_cells(course))
     counts = {status: sum(g.status == status for g in grades) for status in grading.STATUSES}
-    print(f"wrote {out / 'grades.csv'}: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+    print(f"wrote {out / 'grades.csv'} and feedback/<student>.html: "
+          + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
     return 0
 
 
@@ -284,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     autograde.add_argument("--roster", help="file of student ids, one per line: missing students get a row")
     autograde.add_argument("--id-regex", help="regex whose first group is the student id in a file name")
     autograde.add_argument("--timeout", type=int, default=900, help="seconds per notebook before it is killed")
+    autograde.add_argument("--jobs", type=int, default=1,
+                           help="notebooks graded at once (default 1; timed tests still run one at a time)")
     autograde.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
     autograde.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
     autograde.set_defaults(func=cmd_autograde)

@@ -21,14 +21,17 @@ class ForwardCall:
     new_tokens: int  # positions fed in this call (input_ids.shape[1])
     cached_tokens: int  # positions already in the KV cache passed to it (0 without one)
     seconds: float  # wall time of the call
+    started: float = 0.0  # perf_counter at the call's start: orders the calls of two recorders
+    input_ids: tuple[int, ...] | None = None  # the ids fed (first row), when the recorder was asked for them
 
 
 class ForwardRecorder(list):
     """A list of ForwardCall, appended to by forward hooks while the `with` block runs."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, record_ids: bool = False):
         super().__init__()
         self._model = model
+        self._record_ids = record_ids  # off by default: reading ids back is a host sync, which timing avoids
         self._handles = []
         self._pending = None  # (new_tokens, cached_tokens, start) of the call in progress
         self._cuda = next(model.parameters()).device.type == "cuda"
@@ -54,12 +57,13 @@ class ForwardRecorder(list):
             input_ids = kwargs["inputs_embeds"][..., 0]
         cache = kwargs.get("past_key_values")
         cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
+        ids = tuple(input_ids[0].tolist()) if self._record_ids and input_ids.dtype == torch.long else None
         if self._cuda:
             torch.cuda.synchronize()
-        self._pending = (input_ids.shape[1], int(cached), time.perf_counter())
+        self._pending = (input_ids.shape[1], int(cached), ids, time.perf_counter())
 
     def _after(self, module, args, output) -> None:
         if self._cuda:
             torch.cuda.synchronize()
-        new_tokens, cached, start = self._pending
-        self.append(ForwardCall(new_tokens, cached, time.perf_counter() - start))
+        new_tokens, cached, ids, start = self._pending
+        self.append(ForwardCall(new_tokens, cached, time.perf_counter() - start, start, ids))

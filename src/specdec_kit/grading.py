@@ -19,15 +19,20 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
+from . import feedback, zoo
 from .release import ASSIGNMENT, NOTEBOOK, nbgrader_env, source_notebook
 
 CELL_TIMEOUT = 600  # seconds per cell: building the zoo on a cold cache takes a minute
 STATUSES = ("graded", "error", "timeout", "missing", "invalid", "duplicate")
+DB_RETRIES = 4
+GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the test cells load on a CPU
 
 
 class GradingSetupError(RuntimeError):
@@ -113,6 +118,29 @@ def prepare_course(course: Path, solution: Path, cell_timeout: int = CELL_TIMEOU
         raise GradingSetupError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
 
 
+def prepare_zoo() -> None:
+    """Build the zoo pairs the test cells load before any kernel starts, so parallel jobs never wait on it."""
+    for pair in GRADING_PAIRS:
+        zoo.materialize(pair)
+
+
+def grade_all(course: Path, submissions: list[Submission], autograder_parent: Path, timeout: int,
+              feedback_dir: Path | None = None, jobs: int = 1, progress=None) -> list[Grade]:
+    """Grade every submission, `jobs` at a time (each in its own process group), in submission order.
+
+    `progress` is called once per finished submission (e.g. a tqdm bar's update).
+    """
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(grade, course, s, autograder_parent, timeout, feedback_dir): i
+                   for i, s in enumerate(submissions)}
+        grades = [None] * len(submissions)
+        for future in as_completed(futures):
+            grades[futures[future]] = future.result()
+            if progress:
+                progress(grades[futures[future]])
+    return grades
+
+
 def grading_env(autograder_parent: Path) -> dict:
     env = nbgrader_env()
     env.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -120,9 +148,24 @@ def grading_env(autograder_parent: Path) -> dict:
     return env
 
 
-def grade(course: Path, submission: Submission, autograder_parent: Path, timeout: int) -> Grade:
-    """Autograde one submission; never raises for a bad submission, reports it in the Grade."""
-    import time
+def grade(course: Path, submission: Submission, autograder_parent: Path, timeout: int,
+          feedback_dir: Path | None = None) -> Grade:
+    """Autograde one submission, and write its cleaned feedback into `feedback_dir` if given.
+
+    Never raises for a bad submission: the problem is reported in the Grade, and feedback that cannot
+    be made clean is withheld (said in the message) without touching the score.
+    """
+    result = _autograde(course, submission, autograder_parent, timeout)
+    if feedback_dir is not None and result.status == "graded":
+        secrets = feedback.grader_secrets(course, autograder_parent / "autograder")
+        try:
+            feedback.write_feedback(course, submission.student, feedback_dir, secrets)
+        except feedback.FeedbackError as e:
+            result.message = f"feedback withheld: {e}"
+    return result
+
+
+def _autograde(course: Path, submission: Submission, autograder_parent: Path, timeout: int) -> Grade:
 
     if submission.path is None:
         return Grade(submission.student, "missing", message=submission.problem)
@@ -137,11 +180,14 @@ def grade(course: Path, submission: Submission, autograder_parent: Path, timeout
     nbformat.write(notebook, target)
     start = time.perf_counter()
     args = ["autograde", ASSIGNMENT, "--student", submission.student, "--create", "--force"]
-    try:
-        done = _run_nbgrader(course, args, grading_env(autograder_parent), timeout)
-    except subprocess.TimeoutExpired:
-        return Grade(submission.student, "timeout", message=f"grading took longer than {timeout} s",
-                     seconds=time.perf_counter() - start)
+    for _ in range(DB_RETRIES):
+        try:
+            done = _run_nbgrader(course, args, grading_env(autograder_parent), timeout)
+        except subprocess.TimeoutExpired:
+            return Grade(submission.student, "timeout", message=f"grading took longer than {timeout} s",
+                         seconds=time.perf_counter() - start)
+        if "database is locked" not in done.stdout + done.stderr:  # parallel jobs share one gradebook
+            break
     seconds = time.perf_counter() - start
     result = read_grade(course, submission.student)
     if result is None:
@@ -153,6 +199,18 @@ def grade(course: Path, submission: Submission, autograder_parent: Path, timeout
 
 
 def read_grade(course: Path, student: str) -> Grade | None:
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(DB_RETRIES):
+        try:
+            return _read_grade(course, student)
+        except OperationalError:  # the gradebook is locked by a parallel job's write: wait and read again
+            if attempt == DB_RETRIES - 1:
+                raise
+            time.sleep(1 + attempt)
+
+
+def _read_grade(course: Path, student: str) -> Grade | None:
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:

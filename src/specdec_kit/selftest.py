@@ -10,7 +10,9 @@ hidden tests removed, as a student would hand it in.
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,14 +35,16 @@ class Entry:
     description: str
     edits: tuple[tuple[str, str], ...] = ()
     fails: frozenset[str] = field(default_factory=frozenset)
+    message: str = ""  # text the student's feedback must show: the check's words for this bug
+    unsure: frozenset[str] = field(default_factory=frozenset)  # timed tests too close to call: not judged
 
 
 def load_catalogue(autograder_dir: Path) -> list[Entry]:
     spec = importlib.util.spec_from_file_location("specdec_catalogue", autograder_dir / "catalogue.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return [Entry(e["name"], e["description"], tuple(e.get("edits", ())), frozenset(e.get("fails", ())))
-            for e in module.CATALOGUE]
+    return [Entry(e["name"], e["description"], tuple(e.get("edits", ())), frozenset(e.get("fails", ())),
+                  e.get("message", ""), frozenset(e.get("unsure", ()))) for e in module.CATALOGUE]
 
 
 def make_submission(solution: Path, entry: Entry) -> nbformat.NotebookNode:
@@ -76,11 +80,13 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
                  timeout: int = 900, only: list[str] | None = None, progress=print) -> list[Outcome]:
     """Grade the solution, the blank release and the catalogue; one Outcome per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
+    os.environ["SPECDEC_SELFTEST"] = "1"  # inherited by the grading kernels: test_speedup times one repeat
     grading.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
     grading.prepare_course(course, solution.resolve())
-    progress(f"course ready in {time.perf_counter() - started:.0f} s")
+    grading.prepare_zoo()
+    progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue
     submissions = workdir / "submissions"
@@ -90,20 +96,39 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
     points = _points(course)
     auto_cells = [c for c in grading.graded_cells(course) if c.startswith("test_")]
+    feedback_dir = workdir / "feedback"
+    blank = Entry("blank", "the release as handed out", fails=frozenset(auto_cells), message="NotImplementedError")
     outcomes = []
-    for entry in [*entries, Entry("blank", "the release as handed out", fails=frozenset(auto_cells))]:
+    for entry in [*entries, blank]:
         submission = grading.Submission(entry.name, submissions / f"{entry.name}.ipynb")
-        result = grading.grade(course, submission, autograder_dir.parent, timeout)
-        lost = sorted(c for c in auto_cells if result.tests.get(c, 0.0) < points[c])
-        expected = sorted(entry.fails)
-        ok = result.status == "graded" and lost == expected
-        got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else \
-            f"{result.status}: {result.message}"
+        result = grading.grade(course, submission, autograder_dir.parent, timeout, feedback_dir)
+        judged = [c for c in auto_cells if c not in entry.unsure]
+        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < points[c])
+        expected = sorted(entry.fails - entry.unsure)
+        problems = _feedback_problems(feedback_dir / f"{entry.name}.html", entry.message)
+        if result.status != "graded" or result.message:  # an error, or feedback withheld for a leak
+            problems.append(f"{result.status}: {result.message}")
+        elif lost != expected:
+            problems.append(f"expected to lose {expected or '-'}")
+        got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else result.status
         outcomes.append(Outcome(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
-                                got, ", ".join(lost) or "-", ok, result.seconds))
-        progress(f"{entry.name}: {'ok' if ok else 'MISMATCH'} ({result.seconds:.0f} s) {got}; lost: {lost or '-'}"
-                 + ("" if ok else f"; expected to lose: {expected or '-'}"))
+                                got, ", ".join(lost) or "-", not problems, result.seconds))
+        progress(f"{entry.name}: {'ok' if not problems else 'MISMATCH'} ({result.seconds:.0f} s) {got}; "
+                 f"lost: {lost or '-'}" + "".join(f"; {p}" for p in problems))
     return outcomes
+
+
+def _feedback_problems(page: Path, message: str) -> list[str]:
+    """What is wrong with a submission's feedback page: missing, or without the bug's message.
+
+    Leaks are checked where the page is written (feedback.write_feedback withholds a leaking page).
+    """
+    if not page.is_file():
+        return [f"no feedback page at {page}"]
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # code is split into highlighting spans
+    if message and message not in text:
+        return [f"feedback does not show {message!r}"]
+    return []
 
 
 def _points(course: Path) -> dict[str, float]:
