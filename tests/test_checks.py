@@ -9,9 +9,10 @@ import torch
 
 from specdec_kit import checks
 from specdec_kit.adapters import load_notebook
+from specdec_kit.counting import ForwardCall
 from specdec_kit.result import DecodeResult
 
-from conftest import SOLUTION
+from conftest import REPO, SOLUTION
 
 UNCACHED_CHECKS = [checks.check_loading, checks.check_draft_tokens, checks.check_verify_alignment,
                    checks.check_correction_and_bonus, checks.check_exact, checks.check_eos_and_budget,
@@ -91,6 +92,24 @@ def no_eval(notebook):
     notebook.SpeculativeDecoder.initialize_target_model = initialize
 
 
+def extra_target_forward(notebook):
+    original = notebook.CachedSpeculativeDecoder.verify_tokens_vectorized
+
+    def verify(self, input_ids, draft_tokens, attention_mask):
+        self.target_model(input_ids=input_ids[:, -1:])  # a second forward per round, on a throwaway cache
+        return original(self, input_ids, draft_tokens, attention_mask)
+    notebook.CachedSpeculativeDecoder.verify_tokens_vectorized = verify
+
+
+def last_token_dropped(notebook):
+    original = notebook.CachedSpeculativeDecoder.speculative_decode
+
+    def decode(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        return DecodeResult(result.text, result.token_ids[:-1], result.proposed, result.accepted)
+    notebook.CachedSpeculativeDecoder.speculative_decode = decode
+
+
 BUGS = [
     (off_by_one, "SpeculativeDecoder", checks.check_verify_alignment, "position L-1\\+i"),
     (no_bonus, "SpeculativeDecoder", checks.check_correction_and_bonus, "bonus token"),
@@ -100,6 +119,9 @@ BUGS = [
     (no_eval, "SpeculativeDecoder", checks.check_loading, "training mode"),
     (cache_not_cropped, "CachedSpeculativeDecoder", checks.check_cache_use, "crop the cache"),
     (prefix_reencoded, "CachedSpeculativeDecoder", checks.check_cache_use, "after the prefill"),
+    # test_speedup's gates fail before anything is timed
+    (extra_target_forward, "CachedSpeculativeDecoder", checks.check_speedup, "one target forward per round"),
+    (last_token_dropped, "CachedSpeculativeDecoder", checks.check_speedup, "target's greedy tokens"),
 ]
 
 
@@ -108,3 +130,42 @@ def test_bug_is_named_by_its_check(notebook, bug, class_name, check, message):
     bug(notebook)
     with pytest.raises(checks.CheckFailed, match=message):
         check(getattr(notebook, class_name))
+
+
+@pytest.fixture
+def hidden(monkeypatch):
+    """The instructor's hidden checks, importable as grading makes them (the repository on the path)."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from autograder import hidden
+
+    return hidden
+
+
+@pytest.mark.parametrize("check", [checks.check_correction_and_bonus, checks.check_eos_and_budget])
+def test_hidden_cases_differ_from_the_visible_ones(notebook, hidden, check):
+    """The hidden siblings run other cases, and the solution passes them too."""
+    assert checks.eos_and_budget_cases(chain_start=1, cycle_start=80) != checks.eos_and_budget_cases()
+    getattr(hidden, check.__name__)(notebook.SpeculativeDecoder)
+
+
+def test_hidden_speedup_ratio_comes_from_the_config(hidden):
+    assert 0 < hidden.SPEEDUP_MIN_RATIO == hidden.CONFIG["speedup"]["min_ratio"]
+
+
+def call(new_tokens, cached, ids, started=0.0):
+    return ForwardCall(new_tokens, cached, 0.0, started, tuple(ids))
+
+
+def test_stale_cache_position_finds_an_uncropped_rejected_draft():
+    text = [5, 6, 7, 9]  # prompt 5; draft 6, 8 proposed, 8 rejected, 7 the correction; then 9
+    cropped = [call(3, 0, [5, 6, 8]), call(2, 2, [7, 9])]
+    uncropped = [call(3, 0, [5, 6, 8]), call(2, 3, [7, 9])]
+    assert checks.stale_cache_position(cropped, text) is None
+    assert checks.stale_cache_position(uncropped, text) == (1, 2)
+    assert checks.stale_cache_position(uncropped, text, judged={0}) is None
+
+
+def test_first_after_marks_the_first_draft_call_of_each_round():
+    drafts = [call(1, 0, [1], started=t) for t in (0.0, 1.0, 2.0, 4.0, 5.0)]
+    targets = [call(3, 0, [1], started=t) for t in (3.0, 6.0)]
+    assert checks.first_after(drafts, targets) == {3}

@@ -23,6 +23,8 @@ def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
     (["demo", "--pair", "nope"], "unknown pair 'nope'"),
     (["demo", "--pair", "tiny", "--notebook", "missing.ipynb"], "no notebook at missing.ipynb"),
     (["demo", "--target", "zoo:tiny/target"], "--target and --draft go together"),
+    (["autograde", "submissions", "--jobs", "0"], "--jobs must be at least 1"),
+    (["autograde", "no-such-folder"], "no notebooks under no-such-folder"),
 ])
 def test_bad_arguments_give_one_clear_line(capsys, monkeypatch, argv, message):
     monkeypatch.chdir(REPO)

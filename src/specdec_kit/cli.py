@@ -199,13 +199,13 @@ def cmd_autograde(args: argparse.Namespace) -> int:
 
     from . import grading
 
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
     roster = Path(args.roster).read_text().split() if args.roster else None
     submissions = grading.collect(Path(args.submissions), args.id_regex, roster)
     if not submissions:
         raise ValueError(f"no notebooks under {args.submissions}: expected submitted/<student>/"
                          f"speculative_decoding/*.ipynb or a folder of <student>.ipynb files")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
     out = Path(args.out).resolve()
     course = out / "course"
     grading.prepare_course(course, Path(args.solution).resolve())
