@@ -1,13 +1,15 @@
 """Grading submissions with nbgrader: one course directory, one gradebook, one process group each.
 
-    specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 900]
+    specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 900] [--jobs N]
 
 SUBMISSIONS is nbgrader's `submitted/<student>/<assignment>/` layout or a flat folder of notebooks
 as downloaded from Colab or an LMS (`<student>.ipynb`, "Copy of ..." names handled, `--id-regex` to
 pull the id out of other names). Each notebook is checked, copied into one nbgrader course under the
 name nbgrader expects and autograded in its own process group, killed as a group on timeout, so one
 bad submission never stops the others. The kernel runs offline (SPECDEC_GRADING=1, HF_HUB_OFFLINE=1)
-with the instructor's `autograder/` on its import path.
+with the instructor's `autograder/` on its import path. `--jobs N` grades N at a time into the one
+gradebook (set up, with the zoo, before the jobs start). Each graded student gets a feedback page
+(`feedback.py`) that never shows the hidden tests.
 """
 
 from __future__ import annotations
