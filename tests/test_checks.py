@@ -74,6 +74,17 @@ def sampled_draft(notebook):
     notebook.SpeculativeDecoder.generate_draft_tokens = generate
 
 
+def draft_with_random_first_token(notebook):
+    """Wrong on a sharp position, differently on every call: how an unseeded sampler usually shows."""
+    original = notebook.SpeculativeDecoder.generate_draft_tokens
+
+    def generate(self, input_ids, attention_mask, num_speculative_tokens=4):
+        drafts = original(self, input_ids, attention_mask, num_speculative_tokens).clone()
+        drafts[0, 0] = (drafts[0, 0] + torch.randint(1, 300, ())) % 300
+        return drafts
+    notebook.SpeculativeDecoder.generate_draft_tokens = generate
+
+
 def bonus_counted_as_accepted(notebook):
     original = notebook.SpeculativeDecoder.speculative_decode
 
@@ -115,6 +126,7 @@ BUGS = [
     (no_bonus, "SpeculativeDecoder", checks.check_correction_and_bonus, "bonus token"),
     (keeps_tokens_after_eos, "SpeculativeDecoder", checks.check_eos_and_budget, "nothing after it"),
     (sampled_draft, "SpeculativeDecoder", checks.check_draft_tokens, "nearly flat"),
+    (draft_with_random_first_token, "SpeculativeDecoder", checks.check_draft_tokens, "changed between calls"),
     (bonus_counted_as_accepted, "SpeculativeDecoder", checks.check_counts, "Count accepted drafts only"),
     (no_eval, "SpeculativeDecoder", checks.check_loading, "training mode"),
     (cache_not_cropped, "CachedSpeculativeDecoder", checks.check_cache_use, "crop the cache"),

@@ -156,11 +156,15 @@ def check_draft_tokens(decoder_class: type, starts: tuple[int, ...] | None = Non
             if got != expected:
                 where = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
                 flat = (start if where == 0 else expected[where - 1]) in script.flat
+                # A sampling draft is caught either way: by a near-flat position or by answers that vary.
+                varies = any(decoder.generate_draft_tokens(*_ids(prefix), k)[0].tolist() != got for _ in range(3))
                 raise CheckFailed(
                     f"draft token {where} is {got[where]}, expected the draft model's greedy choice "
                     f"{expected[where]} (k={k}). "
                     + ("Here the draft's distribution is nearly flat: take the argmax, do not sample."
-                       if flat else "Feed each new token back in and take the argmax of the last position.")
+                       if flat else "The drafts changed between calls on the same input: take the argmax, do "
+                                    "not sample." if varies else
+                       "Feed each new token back in and take the argmax of the last position.")
                 )
 
 
