@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_kit import grading
+from specdec_kit import grading, release
 from specdec_kit.selftest import Entry, load_catalogue, make_submission
 
 from conftest import REPO, SOLUTION
@@ -74,7 +74,7 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
 
 
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    monkeypatch.setattr(release, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
     with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
         grading.prepare_course(tmp_path / "course", SOLUTION)
 

@@ -73,7 +73,7 @@ class Setup:
 
 
 def run_target_greedy(setup: Setup, prompt: str, max_new: int, k: int | None) -> Outcome:
-    ids = _encode(setup, prompt)
+    ids = encode(setup, prompt)
     return Outcome(target_greedy(setup.target, ids, max_new))
 
 
@@ -86,7 +86,7 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
 
 
 def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
-    ids = _encode(setup, prompt)
+    ids = encode(setup, prompt)
     pin_assistant_k(setup.draft, k)
     with ForwardRecorder(setup.target) as calls:
         out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
@@ -124,7 +124,7 @@ RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
            "no_cache": run_decoder("no_cache"), "notebook": run_decoder("notebook")}
 
 
-def _encode(setup: Setup, prompt: str) -> torch.Tensor:
+def encode(setup: Setup, prompt: str) -> torch.Tensor:
     return setup.tokenizer(prompt, return_tensors="pt").input_ids.to(setup.device)
 
 

@@ -154,7 +154,7 @@ def check_draft_tokens(decoder_class: type, starts: tuple[int, ...] | None = Non
             expected = draft_chain(start, k)
             got = drafts[0].tolist()
             if got != expected:
-                where = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+                where = first_difference(got, expected)
                 flat = (start if where == 0 else expected[where - 1]) in script.flat
                 # A sampling draft is caught either way: by a near-flat position or by answers that vary.
                 varies = any(decoder.generate_draft_tokens(*_ids(prefix), k)[0].tolist() != got for _ in range(3))
@@ -365,16 +365,6 @@ SPEEDUP_REPEATS = 2  # 1 under `specdec-kit selftest` (SPECDEC_SELFTEST=1), whic
 NEAR_TIE = 0.05  # fp16 logit margin under which a correct decoder may pick the other token (~1e-3 relative error)
 
 
-def speedup_pair(device: torch.device) -> str:
-    """Pythia in fp16 on a GPU with the hub, `synthetic-pythia` on a GPU without it, `synthetic-small` on CPU."""
-    from .course import grading
-    from .loading import hub_reachable
-
-    if device.type != "cuda":
-        return "synthetic-small"
-    return "synthetic-pythia" if grading() or not hub_reachable() else "pythia"
-
-
 def timing_lock():
     """One timed measurement at a time on this machine, across processes (parallel grading kernels)."""
     from filelock import FileLock
@@ -400,11 +390,12 @@ def _gate_rounds(decoder_class: type, k: int) -> None:
 
 def _gate_exact(setup, prompts, k: int, max_new: int) -> None:
     """On the timing pair: the decoder's tokens equal target greedy, up to an fp16 near-tie (margin shown)."""
+    from .bench import encode
     from .demo import first_mismatch
 
     decoder = setup.decoders["notebook"]
     for prompt in prompts:
-        ids = setup.tokenizer(prompt.text, return_tensors="pt").input_ids.to(setup.device)
+        ids = encode(setup, prompt.text)
         expected = target_greedy(setup.target, ids, max_new)
         got = list(decoder.speculative_decode(prompt.text, max_new, k).token_ids)
         mismatch = first_mismatch(setup.target, ids, expected, got)
@@ -426,12 +417,12 @@ def measure_speedup(decoder_class: type, prompts=None, k: int = SPEEDUP_K, max_n
     if repeats is None:
         repeats = 1 if os.environ.get("SPECDEC_SELFTEST") == "1" else SPEEDUP_REPEATS
     from . import bench
-    from .loading import default_dtype, resolve_device, resolve_pair
+    from .loading import default_dtype, default_pair, resolve_device, resolve_pair
     from .prompts import load_prompts
 
     set_threads()
     device = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    pair = speedup_pair(device)
+    pair = default_pair(device, timing=True)
     target, draft = resolve_pair(pair)
     prompts = prompts or load_prompts()[:2]
     setup = bench.make_setup(target, draft, {"CachedSpeculativeDecoder": decoder_class}, device,

@@ -33,7 +33,7 @@ class ForwardRecorder(list):
         self._model = model
         self._record_ids = record_ids  # off by default: reading ids back is a host sync, which timing avoids
         self._handles = []
-        self._pending = None  # (new_tokens, cached_tokens, start) of the call in progress
+        self._pending = None  # (new_tokens, cached_tokens, ids, start) of the call in progress
         self._cuda = next(model.parameters()).device.type == "cuda"
 
     def __enter__(self) -> ForwardRecorder:

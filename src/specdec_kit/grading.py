@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 
 from . import feedback, zoo
-from .release import ASSIGNMENT, NOTEBOOK, nbgrader_env, source_notebook
+from .release import ASSIGNMENT, NOTEBOOK, ReleaseError, generate_assignment, nbgrader_env, write_course_config
 
 CELL_TIMEOUT = 600  # seconds per cell: building the zoo on a cold cache takes a minute
 STATUSES = ("graded", "error", "timeout", "missing", "invalid", "duplicate")
@@ -97,27 +97,16 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
     return result
 
 
-def write_config(course: Path, cell_timeout: int = CELL_TIMEOUT) -> None:
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'specdec'\n"
-        f"c.CourseDirectory.db_assignments = [dict(name='{ASSIGNMENT}')]\n"
-        f"c.Execute.timeout = {cell_timeout}\n"
-        # A deleted locked test cell is restored from the source and graded, never silently scored 0.
-        "c.OverwriteCells.add_missing_cells = True\n"
-    )
-
-
 def prepare_course(course: Path, solution: Path, cell_timeout: int = CELL_TIMEOUT) -> None:
     """Set up the course directory and its gradebook once, before any submission is graded."""
     course.mkdir(parents=True, exist_ok=True)
-    write_config(course, cell_timeout)
-    source = course / "source" / ASSIGNMENT
-    source.mkdir(parents=True, exist_ok=True)
-    (source / NOTEBOOK).write_text(source_notebook(solution))
-    done = _run_nbgrader(course, ["generate_assignment", ASSIGNMENT, "--force"], nbgrader_env(), timeout=300)
-    if done.returncode != 0 or not (course / "release" / ASSIGNMENT / NOTEBOOK).is_file():
-        raise GradingSetupError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
+    write_course_config(course, f"c.Execute.timeout = {cell_timeout}",
+                        # A deleted locked test cell is restored from the source and graded, never scored 0.
+                        "c.OverwriteCells.add_missing_cells = True")
+    try:
+        generate_assignment(course, solution)
+    except ReleaseError as e:
+        raise GradingSetupError(str(e)) from e
 
 
 def prepare_zoo() -> None:
@@ -168,7 +157,6 @@ def grade(course: Path, submission: Submission, autograder_parent: Path, timeout
 
 
 def _autograde(course: Path, submission: Submission, autograder_parent: Path, timeout: int) -> Grade:
-
     if submission.path is None:
         return Grade(submission.student, "missing", message=submission.problem)
     if submission.problem:

@@ -46,11 +46,10 @@ def nbgrader_env() -> dict:
     return env
 
 
-def write_course_config(course: Path) -> None:
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'specdec'\n"
-    )
+def write_course_config(course: Path, *settings: str) -> None:
+    """The course directory's nbgrader_config.py: the course id, then `settings` (lines of config)."""
+    lines = ["c = get_config()", "c.CourseDirectory.course_id = 'specdec'", *settings]
+    (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
 
 
 def source_notebook(solution: Path) -> str:
@@ -58,20 +57,25 @@ def source_notebook(solution: Path) -> str:
     return solution.read_text().replace(INSTALL_TOKEN, course.install_spec())
 
 
+def generate_assignment(course: Path, solution: Path, timeout: int = 300) -> Path:
+    """nbgrader generate_assignment on `solution` in `course` (its config already written): the released notebook."""
+    source = course / "source" / ASSIGNMENT
+    source.mkdir(parents=True, exist_ok=True)
+    (source / NOTEBOOK).write_text(source_notebook(solution))
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                          cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout)
+    released = course / "release" / ASSIGNMENT / NOTEBOOK
+    if done.returncode != 0 or not released.is_file():
+        raise ReleaseError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
+    return released
+
+
 def render_release(solution: Path) -> str:
     """The release notebook's text, from nbgrader's generate_assignment on `solution`."""
     with tempfile.TemporaryDirectory() as tmp:
         course_dir = Path(tmp)
         write_course_config(course_dir)
-        source = course_dir / "source" / ASSIGNMENT
-        source.mkdir(parents=True)
-        (source / NOTEBOOK).write_text(source_notebook(solution))
-        done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                              cwd=course_dir, env=nbgrader_env(), capture_output=True, text=True)
-        released = course_dir / "release" / ASSIGNMENT / NOTEBOOK
-        if done.returncode != 0 or not released.is_file():
-            raise ReleaseError(f"nbgrader generate_assignment failed:\n{done.stdout}\n{done.stderr}")
-        notebook = nbformat.read(released, as_version=4)
+        notebook = nbformat.read(generate_assignment(course_dir, solution), as_version=4)
     notebook.metadata.pop("jupytext", None)
     text = nbformat.writes(notebook) + "\n"
     leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]
