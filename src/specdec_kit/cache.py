@@ -6,7 +6,10 @@ tokens for a negative one, which recent 4.x releases also accept. `crop_to` spea
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: `import specdec_kit` stays light for the instructor's tools
+    import torch
 
 
 def crop_to(cache, length: int) -> None:

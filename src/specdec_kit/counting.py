@@ -52,18 +52,24 @@ class ForwardRecorder(list):
         return sum(call.seconds for call in self)
 
     def _before(self, module, args, kwargs) -> None:
-        input_ids = kwargs.get("input_ids", args[0] if args else None)
-        if input_ids is None:  # called with inputs_embeds
-            input_ids = kwargs["inputs_embeds"][..., 0]
-        cache = kwargs.get("past_key_values")
-        cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
-        ids = tuple(input_ids[0].tolist()) if self._record_ids and input_ids.dtype == torch.long else None
+        new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
         if self._cuda:
             torch.cuda.synchronize()
-        self._pending = (input_ids.shape[1], int(cached), ids, time.perf_counter())
+        self._pending = (new_tokens, cached, ids, time.perf_counter())
 
     def _after(self, module, args, output) -> None:
         if self._cuda:
             torch.cuda.synchronize()
         new_tokens, cached, ids, start = self._pending
         self.append(ForwardCall(new_tokens, cached, time.perf_counter() - start, start, ids))
+
+
+def describe_call(args: tuple, kwargs: dict, record_ids: bool = False) -> tuple[int, int, tuple[int, ...] | None]:
+    """(positions fed, positions already in the KV cache, the fed ids if asked) of one model forward call."""
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    if input_ids is None:  # called with inputs_embeds
+        input_ids = kwargs["inputs_embeds"][..., 0]
+    cache = kwargs.get("past_key_values")
+    cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
+    ids = tuple(input_ids[0].tolist()) if record_ids and input_ids.dtype == torch.long else None
+    return input_ids.shape[1], int(cached), ids

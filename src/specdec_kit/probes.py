@@ -1,0 +1,362 @@
+"""Probes: run a student's decoder class on given inputs and report what happened, as plain data.
+
+    events = []
+    run_probe({"kind": "decode", "pair": "scripted", "cases": [["Hello", 30, 4]], "ids": True},
+              CachedSpeculativeDecoder, events.append)
+    outcome = assemble(events)      # one CaseOutcome per case: its outputs and the forwards it made
+
+A probe builds the class on an offline zoo pair, calls one of its methods once per case and emits
+events, in order: the call it is about to make (so a hang can be named), every forward call of the
+target and draft models, and each case's outputs. Forwards are seen twice, independently: by hooks
+on the models (with what each call fed and what its KV cache held) and by hooks on the models' input
+embeddings, which also fire when a method calls `model.forward` directly or removes the model's hooks.
+Events are JSON-safe dicts. The checks (`checks.py`) judge them: in a notebook in the same process,
+while grading in another process than the probe (`isolation.py`), out of the student's reach.
+
+Kinds of probe (`request["kind"]`):
+- `load`: construct the class; report each model's mode, dtype and pad token; then construct it with
+  a draft whose tokenizer differs from the target's and report whether that was refused.
+- `draft`: `generate_draft_tokens(prefix, k)` per case `[prefix ids, k]`, `repeat` times each.
+- `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`.
+- `decode`: `speculative_decode(prompt, max_tokens, k)` per case `[prompt, max_tokens, k]`; with
+  `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import torch
+
+from . import zoo
+from .counting import ForwardCall, describe_call
+from .result import DecodeResult
+
+ROLES = ("target", "draft")
+Emit = Callable[[dict], None]
+
+
+class ProbeError(Exception):
+    """A student's method raised while a probe ran it: which method, and the exception."""
+
+    def __init__(self, method: str, error: BaseException | None = None, kind: str = "", message: str = "",
+                 student_traceback: str = ""):
+        self.method = method
+        self.kind = kind or type(error).__name__
+        self.message = message if error is None else str(error)
+        self.student_traceback = student_traceback
+        super().__init__(f"{method} raised {self.kind}: {self.message}".rstrip(": "))
+
+
+@cache
+def pair_dirs(pair: str) -> tuple[str, str]:
+    return tuple(str(p) for p in zoo.materialize(pair))
+
+
+def set_threads(threads: int | None = None) -> None:
+    """Pin torch's CPU threads (default $SPECDEC_THREADS, else 2): unpinned threads crawl under load."""
+    torch.set_num_threads(threads or int(os.environ.get("SPECDEC_THREADS", "2")))
+
+
+def build(decoder_class: type, pair: str, device: str = "cpu"):
+    """The student's class, constructed from the zoo pair's directories (on the CPU unless asked), without
+    transformers' loading bars: the checks build a decoder for every case list."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return decoder_class(*pair_dirs(pair), device=device)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+# ---------------------------------------------------------------------------------------------
+# Watching forwards
+
+
+class Observer:
+    """Hooks on a decoder's models and their input embeddings that emit one event per forward call."""
+
+    def __init__(self, decoder, emit: Emit, record_ids: bool = False):
+        self._handles = []
+        self._emit, self._record_ids = emit, record_ids
+        for role in ROLES:
+            model = getattr(decoder, f"{role}_model", None)
+            if not isinstance(model, torch.nn.Module):
+                continue
+            self._handles.append(model.register_forward_pre_hook(self._on_forward(role), with_kwargs=True))
+            embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+            if isinstance(embeddings, torch.nn.Module):
+                self._handles.append(embeddings.register_forward_hook(self._on_embedding(role)))
+
+    def _on_forward(self, role: str):
+        def hook(module, args, kwargs):
+            new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
+            self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
+                        "ids": list(ids) if ids is not None else None})
+        return hook
+
+    def _on_embedding(self, role: str):
+        def hook(module, args, output):
+            self._emit({"event": "embedding", "role": role})
+        return hook
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+# ---------------------------------------------------------------------------------------------
+# The probes
+
+
+def run_probe(request: dict, decoder_class: type, emit: Emit, capture: bool = False) -> None:
+    """Run `request` on `decoder_class`, emitting events; `capture` turns a student's exception into an
+    `error` event (grading) instead of letting it propagate (a notebook, where the traceback helps)."""
+    try:
+        PROBES[request["kind"]](request, decoder_class, emit)
+    except ProbeError as e:
+        if not capture:
+            raise (e.__cause__ or e) from None  # the student's own exception and traceback
+        emit({"event": "error", "method": e.method, "kind": e.kind, "message": e.message,
+              "traceback": e.student_traceback})
+    emit({"event": "done"})
+
+
+def call_student(method: str, fn: Callable, *args, emit: Emit, describe: str = ""):
+    """Call a student's method, announcing it first; its exception becomes a ProbeError naming it."""
+    emit({"event": "call", "method": method, "args": describe})
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise ProbeError(method, e, student_traceback=student_frames(e)) from e
+
+
+def student_frames(error: BaseException) -> str:
+    """The traceback of `error` limited to frames in notebook cells (`<... cell>` file names)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(error), error)
+    return "".join(lines)
+
+
+_kept: dict[tuple, object] = {}  # decoders kept across requests ("keep": timing reuses one warm decoder)
+
+
+def _construct(request: dict, decoder_class: type, emit: Emit):
+    pair, device = request["pair"], request.get("device", "cpu")
+    key = (decoder_class, pair, device)
+    if request.get("keep") and key in _kept:
+        return _kept[key]
+    decoder = call_student("__init__", build, decoder_class, pair, device, emit=emit,
+                           describe=f"{decoder_class.__name__}(<{pair} target>, <{pair} draft>, device={device!r})")
+    if request.get("keep"):
+        _kept[key] = decoder
+    return decoder
+
+
+def probe_load(request: dict, decoder_class: type, emit: Emit) -> None:
+    decoder = _construct(request, decoder_class, emit)
+    roles = {}
+    for role in ROLES:
+        model, tokenizer = getattr(decoder, f"{role}_model", None), getattr(decoder, f"{role}_tokenizer", None)
+        present = model is not None and tokenizer is not None
+        roles[role] = {"present": present,
+                       "training": bool(getattr(model, "training", False)) if present else None,
+                       "pad": getattr(tokenizer, "pad_token", None) is not None if present else None,
+                       "dtype": str(getattr(model, "dtype", "")).removeprefix("torch.") if present else None}
+    emit({"event": "case", "index": 0, "result": {"roles": roles, "mismatch": _mismatched_vocab(request, decoder,
+                                                                                                decoder_class, emit)}})
+
+
+def _mismatched_vocab(request: dict, decoder, decoder_class: type, emit: Emit) -> str:
+    """Construct the class with a draft whose tokenizer has one token more: 'refused: <error>' or 'accepted'."""
+    if getattr(decoder, "draft_tokenizer", None) is None:
+        return "not tried"
+    target_dir, draft_dir = pair_dirs(request["pair"])
+    with tempfile.TemporaryDirectory() as tmp:
+        other = os.path.join(tmp, "draft-with-another-vocabulary")
+        shutil.copytree(draft_dir, other)
+        tokenizer = type(decoder.draft_tokenizer).from_pretrained(other)
+        tokenizer.add_tokens(["<not-in-the-target-vocabulary>"])
+        tokenizer.save_pretrained(other)
+        emit({"event": "call", "method": "__init__", "args": "a draft whose tokenizer differs from the target's"})
+        try:
+            decoder_class(target_dir, other, device="cpu")
+        except NotImplementedError as e:
+            raise ProbeError("__init__", e, student_traceback=student_frames(e)) from e
+        except Exception as e:
+            return f"refused: {type(e).__name__}"
+    return "accepted"
+
+
+def _ids(tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.tensor([tokens])
+    return ids, torch.ones_like(ids)
+
+
+def _tokens(value) -> list | None:
+    """A (1, n) tensor's row as a list (None for anything else)."""
+    if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[0] == 1:
+        return value[0].tolist()
+    if isinstance(value, torch.Tensor) and value.dim() <= 1:
+        return value.reshape(-1).tolist()
+    return None
+
+
+def probe_draft(request: dict, decoder_class: type, emit: Emit) -> None:
+    decoder = _construct(request, decoder_class, emit)
+    for index, (prefix, k) in enumerate(request["cases"]):
+        answers = []
+        for _ in range(request.get("repeat", 1)):
+            drafts = call_student("generate_draft_tokens", decoder.generate_draft_tokens, *_ids(prefix), k,
+                                  emit=emit, describe=f"prefix {prefix}, k={k}")
+            answers.append(drafts)
+        first = answers[0]
+        emit({"event": "case", "index": index, "result": {
+            "type": type(first).__name__, "shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
+            "tokens": _tokens(first), "repeats": [_tokens(a) for a in answers[1:]]}})
+
+
+def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:
+    decoder = _construct(request, decoder_class, emit)
+    with _observed(decoder, emit, request):
+        for index, (prefix, drafts) in enumerate(request["cases"]):
+            ids, mask = _ids(prefix)
+            out = call_student("verify_tokens_vectorized", decoder.verify_tokens_vectorized, ids,
+                               torch.tensor([drafts]), mask, emit=emit, describe=f"prefix {prefix}, drafts {drafts}")
+            result = {"triple": isinstance(out, tuple) and len(out) == 3}
+            if result["triple"]:
+                accepted, position, next_token = out
+                result.update(accepted=_tokens(accepted), position=_int(position), next=_tokens(next_token))
+            emit({"event": "case", "index": index, "result": result})
+
+
+def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:
+    decoder = _construct(request, decoder_class, emit)
+    with _observed(decoder, emit, request):
+        for index, (prompt, max_tokens, k) in enumerate(request["cases"]):
+            got = call_student("speculative_decode", decoder.speculative_decode, prompt, max_tokens, k, emit=emit,
+                               describe=f"prompt {prompt!r}, max_tokens={max_tokens}, num_speculative_tokens={k}")
+            emit({"event": "case", "index": index, "result": decode_result(got)})
+
+
+def decode_result(got) -> dict:
+    """What a `speculative_decode` return value says, as plain data (its type named if it is not a DecodeResult)."""
+    if not isinstance(got, DecodeResult):
+        return {"type": type(got).__name__}
+    return {"type": "DecodeResult", "token_ids": _int_list(got.token_ids), "proposed": _int_list(got.proposed),
+            "accepted": _int_list(got.accepted)}
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _int_list(values) -> list[int] | None:
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+class _observed:
+    """`with _observed(decoder, emit, request):` forwards of both models emit events inside the block."""
+
+    def __init__(self, decoder, emit: Emit, request: dict):
+        self._observer = Observer(decoder, emit, record_ids=request.get("ids", False))
+
+    def __enter__(self):
+        return self._observer
+
+    def __exit__(self, *exc):
+        self._observer.close()
+
+
+PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode}
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's own decoding, for the speed test's other side
+
+
+_setups: dict[tuple, object] = {}
+
+
+def run_baseline(request: dict, emit: Emit) -> None:
+    """The kit's methods on the kit's own copy of a pair, no student code: `target_greedy`, `hf_assisted`
+    (cases `[prompt, max_new, k]`) and `margin` (cases `[prompt, expected, got]`: the target's top-2 logit
+    margin where `got` leaves `expected`)."""
+    from . import bench
+    from .demo import first_mismatch
+    from .loading import default_dtype, resolve_pair
+
+    key = (request["pair"], request.get("device", "cpu"))
+    if key not in _setups:
+        device = torch.device(key[1])
+        _setups[key] = bench.make_setup(*resolve_pair(key[0]), {}, device, default_dtype(device), [])
+    setup = _setups[key]
+    method = request["method"]
+    models = type("Models", (), {"target_model": setup.target, "draft_model": setup.draft})
+    with _observed(models, emit, request):
+        for index, case in enumerate(request["cases"]):
+            if method == "margin":
+                prompt, expected, got = case
+                mismatch = first_mismatch(setup.target, bench.encode(setup, prompt), expected, got)
+                result = {"position": mismatch.position, "margin": mismatch.margin} if mismatch else {}
+            else:
+                result = {"token_ids": bench.RUNNERS[method](setup, *case).token_ids}
+            emit({"event": "case", "index": index, "result": result})
+    emit({"event": "done"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading events back
+
+
+@dataclass
+class CaseOutcome:
+    """One case: the method's outputs and the forward calls made while it ran."""
+
+    result: dict
+    forwards: dict[str, list[ForwardCall]] = field(default_factory=lambda: {r: [] for r in ROLES})
+    embeddings: dict[str, int] = field(default_factory=lambda: {r: 0 for r in ROLES})
+
+    def unseen(self, role: str) -> int:
+        """Forwards that reached the input embeddings but not the model's own hooks."""
+        return self.embeddings[role] - len(self.forwards[role])
+
+
+def assemble(events: list[dict]) -> list[CaseOutcome]:
+    """Group a probe's events into cases (forwards belong to the case whose outputs come after them).
+
+    Raises ProbeError if the probe reported a student's exception. `started` of each ForwardCall is its
+    position in the event stream, which orders the calls of both models.
+    """
+    cases, forwards, embeddings = [], {r: [] for r in ROLES}, {r: 0 for r in ROLES}
+    for position, event in enumerate(events):
+        kind = event["event"]
+        if kind == "forward":
+            ids = tuple(event["ids"]) if event.get("ids") is not None else None
+            forwards[event["role"]].append(ForwardCall(event["new_tokens"], event["cached_tokens"], 0.0,
+                                                       float(position), ids))
+        elif kind == "embedding":
+            embeddings[event["role"]] += 1
+        elif kind == "case":
+            cases.append(CaseOutcome(event["result"], forwards, embeddings))
+            forwards, embeddings = {r: [] for r in ROLES}, {r: 0 for r in ROLES}
+        elif kind == "error":
+            raise ProbeError(event["method"], kind=event["kind"], message=event["message"],
+                             student_traceback=event.get("traceback", ""))
+    return cases
