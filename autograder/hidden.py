@@ -1,7 +1,9 @@
-"""The hidden halves of the assignment's test cells: the public checks on other cases.
+"""The hidden halves of the assignment's test cells, and the grading plan that pairs them with the visible ones.
 
 Other prompts, other starting tokens, other k and a second zoo pair (`tiny-b`) than the visible cells
-use, so that code fitted to the visible cases does not pass.
+use, so that code fitted to the visible cases does not pass. `specdec-kit autograde` loads this file by
+path in the grading process (`verdict.load_plan`); no student's kernel has it on its import path.
+Every check takes the runner the grader gives it (the probes run in a child process, the judging here).
 """
 
 from pathlib import Path
@@ -26,33 +28,50 @@ def _starts(first: int, count: int) -> tuple[int, ...]:
     return tuple(cycle[first:first + count])
 
 
-def check_loading(decoder_class):
-    checks.check_loading(decoder_class, pair="tiny-b")
+def check_loading(decoder):
+    checks.check_loading(decoder, pair="tiny-b")
 
 
-def check_draft_tokens(decoder_class):
-    checks.check_draft_tokens(decoder_class, starts=_starts(40, 6), k_values=(3, 5, 9))
+def check_draft_tokens(decoder):
+    checks.check_draft_tokens(decoder, starts=_starts(40, 6), k_values=(3, 5, 9))
 
 
-def check_verify_alignment(decoder_class):
-    checks.check_verify_alignment(decoder_class, starts=_starts(50, 8), k_values=(1, 3, 5, 8))
+def check_verify_alignment(decoder):
+    checks.check_verify_alignment(decoder, starts=_starts(50, 8), k_values=(1, 3, 5, 8))
 
 
-def check_correction_and_bonus(decoder_class):
-    checks.check_correction_and_bonus(decoder_class, rejected=3, accepted_from=1)
+def check_correction_and_bonus(decoder):
+    checks.check_correction_and_bonus(decoder, rejected=3, accepted_from=1)
 
 
-def check_eos_and_budget(decoder_class):
-    checks.check_eos_and_budget(decoder_class, checks.eos_and_budget_cases(chain_start=1, cycle_start=80))
+def check_eos_and_budget(decoder):
+    checks.check_eos_and_budget(decoder, checks.eos_and_budget_cases(chain_start=1, cycle_start=80))
 
 
-def check_exact(decoder_class):
-    checks.check_exact(decoder_class, pair="tiny-b", prompts=PROMPTS, k_values=(3, 5, 6), max_tokens=36)
+def check_exact(decoder):
+    checks.check_exact(decoder, pair="tiny-b", prompts=PROMPTS, k_values=(3, 5, 6), max_tokens=36)
 
 
-def check_counts(decoder_class):
-    checks.check_counts(decoder_class, starts=_starts(60, 5), k=3)
+def check_counts(decoder):
+    checks.check_counts(decoder, starts=_starts(60, 5), k=3)
 
 
-def check_cache_use(decoder_class):
-    checks.check_cache_use(decoder_class, starts=_starts(70, 4), k=3)
+def check_cache_use(decoder):
+    checks.check_cache_use(decoder, starts=_starts(70, 4), k=3)
+
+
+# grade_id -> (the class it judges, its checks: the test cell's visible check, then the hidden one). A test
+# passes when all its checks pass; test_speedup is then timed by the grader (verdict.time_speedup).
+TESTS = {
+    "test_loading": ("SpeculativeDecoder", [checks.check_loading, check_loading]),
+    "test_draft_tokens": ("SpeculativeDecoder", [checks.check_draft_tokens, check_draft_tokens]),
+    "test_verify_alignment": ("SpeculativeDecoder", [checks.check_verify_alignment, check_verify_alignment]),
+    "test_correction_and_bonus": ("SpeculativeDecoder", [checks.check_correction_and_bonus,
+                                                         check_correction_and_bonus]),
+    "test_exact": ("SpeculativeDecoder", [checks.check_exact, check_exact]),
+    "test_eos_and_budget": ("SpeculativeDecoder", [checks.check_eos_and_budget, check_eos_and_budget]),
+    "test_counts": ("SpeculativeDecoder", [checks.check_counts, check_counts]),
+    "test_cached_exact": ("CachedSpeculativeDecoder", [checks.check_exact, check_exact]),
+    "test_cache_use": ("CachedSpeculativeDecoder", [checks.check_cache_use, check_cache_use]),
+    "test_speedup": ("CachedSpeculativeDecoder", [checks.gate_rounds]),
+}

@@ -11,8 +11,13 @@ Which code runs, defined here and nowhere else:
 - never a cell tagged `demo`;
 - from cells without nbgrader metadata (cells a student added) only top-level imports, `def`,
   `class` and assignments of constants, so a student's helper exists and their experiments do not run.
-IPython magics and shell lines (`%...`, `!...`) are dropped. Grading runs the whole notebook through
-nbgrader instead; that is not this module's job.
+IPython magics and shell lines (`%...`, `!...`) are dropped.
+
+Grading applies the rule for student-added cells to every cell (`definitions_only=True`): no top-level
+statement of a submission runs but imports, `def`, `class` and constants, wherever they stand, and the
+decoder classes are found by name, so a notebook whose nbgrader metadata an editor stripped still
+earns what its code earns. There the definitions run in a child process (`run_definitions`, called
+by `isolation.py`), never in the grading process.
 """
 
 from __future__ import annotations
@@ -58,28 +63,84 @@ def read_notebook(path: str | Path) -> nbformat.NotebookNode:
                             "re-download it from Colab with File > Download > Download .ipynb") from None
 
 
-def code_to_run(notebook: nbformat.NotebookNode, name: str = "notebook") -> list[CellCode]:
+def cells_to_consider(notebook: nbformat.NotebookNode) -> list[tuple[int, str, str, dict]]:
+    """(index, label, source with magics blanked, nbgrader metadata) of every code cell that is neither
+    a graded test cell nor tagged `demo`."""
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        nbgrader = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or DEMO_TAG in cell.metadata.get("tags", []):
+            continue
+        if is_test_cell(cell):
+            continue
+        cells.append((index, nbgrader.get("grade_id") or f"cell {index}", _strip_magics(cell.source), nbgrader))
+    return cells
+
+
+def is_test_cell(cell: nbformat.NotebookNode) -> bool:
+    """A graded test cell: nbgrader `grade` without `solution`."""
+    nbgrader = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
+
+
+def code_to_run(notebook: nbformat.NotebookNode, name: str = "notebook",
+                definitions_only: bool = False) -> list[CellCode]:
     """The code of each cell the seam runs, in notebook order (see the module docstring)."""
     plan = []
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code":
-            continue
-        nbgrader = cell.metadata.get("nbgrader", {})
-        if DEMO_TAG in cell.metadata.get("tags", []):
-            continue
-        if nbgrader.get("grade") and not nbgrader.get("solution"):
-            continue  # a graded test cell
-        label = nbgrader.get("grade_id") or f"cell {index}"
-        source = _strip_magics(cell.source)
+    for index, label, source, nbgrader in cells_to_consider(notebook):
         try:
             module = ast.parse(source, filename=f"<{name} {label}>")
         except SyntaxError as e:
             raise NotebookError(f"{name}: {label} has a syntax error on line {e.lineno}: {e.msg}") from None
-        whole = bool(nbgrader)
+        whole = bool(nbgrader) and not definitions_only
         if not whole:
             module = ast.Module(body=[node for node in module.body if _is_definition(node)], type_ignores=[])
         plan.append(CellCode(index, label, module, source, whole))
     return plan
+
+
+def not_run(notebook: nbformat.NotebookNode) -> list[str]:
+    """`<label>, line <n>: <statement>` for each top-level statement grading does not run, from the cells a
+    student wrote (solution cells and added cells; the kit's locked cells are left out)."""
+    skipped = []
+    for _, label, source, nbgrader in cells_to_consider(notebook):
+        if nbgrader.get("locked") and not nbgrader.get("solution"):
+            continue
+        try:
+            body = ast.parse(source).body
+        except SyntaxError as e:
+            skipped.append(f"{label}: a syntax error on line {e.lineno} ({e.msg}); nothing in it runs")
+            continue
+        for node in body:
+            if not _is_definition(node):
+                first = source.splitlines()[node.lineno - 1].strip()
+                skipped.append(f"{label}, line {node.lineno}: {first[:80]}")
+    return skipped
+
+
+def run_definitions(cells: list[tuple[str, str]], name: str = "submission") -> tuple[types.ModuleType, list[str]]:
+    """Run the definitions of `cells` ((label, source) pairs) in a fresh module, statement by statement.
+
+    A cell with a syntax error, or a statement that raises (a failed import, say), is reported and
+    skipped; the rest still runs, so one bad line costs only what depends on it.
+    """
+    module = types.ModuleType(f"specdec_{name}")
+    sys.modules[module.__name__] = module  # dataclasses and pickling look classes up here
+    problems = []
+    for label, source in cells:
+        filename = f"<{name} {label}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        try:
+            body = ast.parse(source, filename=filename).body
+        except SyntaxError as e:
+            problems.append(f"{label} has a syntax error on line {e.lineno} ({e.msg}): none of it ran")
+            continue
+        for node in filter(_is_definition, body):
+            try:
+                exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), module.__dict__)
+            except BaseException as e:  # noqa: B036 - a SystemExit in a class body must not end grading
+                problems.append(f"{label}, line {node.lineno} raised {type(e).__name__}: {e}")
+    return module, problems
 
 
 def load_notebook(path: str | Path) -> types.ModuleType:
