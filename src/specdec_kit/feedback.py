@@ -1,13 +1,23 @@
-"""Student feedback from nbgrader, without the hidden tests or the grader's paths.
+"""Student feedback pages from nbgrader's own generate_feedback, without the hidden checks or the grader's paths.
 
-nbgrader's `generate_feedback` renders the autograded notebook as it is: test cells with their hidden
-regions, and full tracebacks that quote the hidden checks' source lines and the grader's file paths.
-`write_feedback` renders a cleaned copy instead (hidden regions cut, each traceback reduced to the
-frames in the student's own cells and its last line, grader paths replaced by `<grader>`) and refuses
-to hand back HTML in which `leaks` still finds any of that. nbgrader's own autograded copy, which
-instructors read in formgrader, is not touched.
+The course's nbgrader_config.py (lines from `feedback_config`) runs `CleanFeedback` after nbgrader's own feedback
+preprocessors, so every page nbgrader renders is cleaned: `nbgrader generate_feedback`, formgrader's "generate
+feedback" button, and what `nbgrader release_feedback` hands out. For each student's notebook it
 
-    page = write_feedback(course, "alice", Path("feedback"), grader_secrets(course, Path("autograder")))
+- removes the kit's staff-only cell and cuts hidden-test regions (older courses: a course the kit sets up is
+  generated from the student release, so its notebooks hold none);
+- reduces each traceback to the frames in the student's own cells and its last line, and replaces grader
+  paths by `<grader>` in the outputs;
+- shows a hand-graded cell that nobody has graded yet as "Graded by hand: pending" instead of a score of 0;
+- raises if `leaks` still finds a grader path, a line of the instructors' autograder files, a hidden-test or
+  solution marker or a raw traceback: nbgrader then writes no page for that student, which is better than
+  a page that shows them.
+
+`generate_feedback` runs nbgrader for a batch of students, checks every page again and copies it out:
+
+    withheld = generate_feedback(course, Path("feedback"), ["alice", "bob"])  # {"alice": "", "bob": "<why>"}
+
+This module runs inside nbgrader's process (the `instructor` extra); no notebook imports it.
 """
 
 from __future__ import annotations
@@ -18,35 +28,50 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import nbformat
+from nbgrader import utils
+from nbgrader.api import Grade, Gradebook
+from nbgrader.converters.generate_feedback import GenerateFeedback
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+from traitlets.config.loader import PyFileConfigLoader
 
+from .nbgrader_ext import _import_name, _list_setting
 from .release import ASSIGNMENT, BEGIN_HIDDEN, END_HIDDEN, FORBIDDEN_TEXT, NOTEBOOK, nbgrader_env
 
-FEEDBACK_SOURCE = "feedback_source"  # course folder of cleaned notebooks; nbgrader reads it as "autograded"
 SCRUBBED = "<grader>"
-# Hidden-test text, from release's constants so that this public file never holds it literally. Solution
-# markers are left out: feedback shows the student's own answers, never the reference's.
-HIDDEN_TEXT = (*(m for m in FORBIDDEN_TEXT if "SOLUTION" not in m), "hidden.check")
+ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata grading.py gives its notes for staff
 TRACEBACK = "Traceback (most recent call last)"
+MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
+PENDING = "Graded by hand: pending"
 _HIDDEN_REGION = re.compile(rf"^[ \t]*{re.escape(BEGIN_HIDDEN)}.*?{re.escape(END_HIDDEN)}[ \t]*\n?", re.S | re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
-# A traceback frame in a file: Python's `File "/x.py", line 3` (`\"` in notebook JSON), IPython's `File /x.py:3`.
-_FRAME = re.compile(rf'File \\?"?(/|{re.escape(SCRUBBED)})')
-
-
+# A traceback frame in a file: Python's `File "/x.py", line 3`, IPython's `File /x.py:3`.
+_FRAME = re.compile(rf'File "?(/|{re.escape(SCRUBBED)})')
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line \d+")
+_IMPORT_ONLY = re.compile(r"^(from\s+\S+\s+)?import\s")
+_PUBLIC_SUFFIXES = {".py", ".json", ".toml", ".md", ".txt"}
+# nbgrader logs a failed student as this line, then the traceback in its next record.
+_FAILED = re.compile(r"There was an error processing assignment: (\S+)")
+_LOG_RECORD = re.compile(r"^\[\w+ [^\]]*\] ", re.M)  # `[GenerateFeedbackApp | ERROR] `
+_EXCEPTION_MODULE = re.compile(r"^(\w+\.)+(?=\w+: )")  # `specdec_kit.feedback.` before `FeedbackError: `
+
+
+class FeedbackError(RuntimeError):
+    """The feedback would show what students must not see, or the course is not set up to clean it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Cleaning one notebook
 
 
 def _is_test_cell(cell: nbformat.NotebookNode) -> bool:
     nbgrader = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and nbgrader.get("grade", False) and not nbgrader.get("solution", False)
-
-
-class FeedbackError(RuntimeError):
-    """Feedback could not be generated, or the generated HTML shows what students must not see."""
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
@@ -58,11 +83,11 @@ def _scrub(text: str, secrets: list[str]) -> str:
 def _student_frames(traceback: list[str], test_cells: set[int], secrets: list[str]) -> list[str]:
     """The frames in the student's own cells (IPython's `Cell In[n], line m`): where their code failed.
 
-    Frames in files quote the checks' and hidden checks' lines, and a test cell's own frame its hidden
-    region, so only frames of cells that are not graded test cells stay.
+    Frames in files quote the checks' lines and the grader's paths, and a test cell's own frame its hidden
+    region in older courses, so only frames of cells that are not graded test cells stay.
     """
     kept = []
-    for frame in map(lambda f: _ANSI.sub("", f), traceback):
+    for frame in (_ANSI.sub("", f) for f in traceback):
         cell = _CELL_FRAME.match(frame)
         if cell and int(cell.group(1)) not in test_cells:
             kept.append(_scrub(frame, secrets))
@@ -72,7 +97,6 @@ def _student_frames(traceback: list[str], test_cells: set[int], secrets: list[st
 def _clean_output(output: nbformat.NotebookNode, secrets: list[str], test_cells: set[int]) -> None:
     if output.output_type == "error":
         output.evalue = _scrub(_ANSI.sub("", output.evalue), secrets)
-        # The checks' frames quote hidden source lines and files: the student's frames and the verdict stay.
         output.traceback = [*_student_frames(output.traceback, test_cells, secrets),
                             f"{output.ename}: {output.evalue}"]
     elif output.output_type == "stream":
@@ -83,9 +107,14 @@ def _clean_output(output: nbformat.NotebookNode, secrets: list[str], test_cells:
                 output.data[mime] = _scrub(value, secrets)
 
 
+def _is_staff_cell(cell: nbformat.NotebookNode) -> bool:
+    return cell.metadata.get(ROLE_KEY, {}).get("role") == STAFF_ROLE
+
+
 def clean_for_feedback(notebook: nbformat.NotebookNode, secrets: list[str]) -> nbformat.NotebookNode:
-    """A copy of `notebook` with hidden-test regions cut, tracebacks reduced to one line and secrets scrubbed."""
+    """A copy of `notebook` without staff cells and hidden-test regions, tracebacks reduced, secrets scrubbed."""
     cleaned = copy.deepcopy(notebook)
+    cleaned.cells = [cell for cell in cleaned.cells if not _is_staff_cell(cell)]
     test_cells = {cell.get("execution_count") for cell in cleaned.cells if _is_test_cell(cell)}
     for cell in cleaned.cells:
         cell.source = _HIDDEN_REGION.sub("", cell.source)
@@ -94,15 +123,27 @@ def clean_for_feedback(notebook: nbformat.NotebookNode, secrets: list[str]) -> n
     return cleaned
 
 
-def leaks(text: str, secrets: list[str]) -> list[str]:
-    """The hidden-test text, traceback frames and secrets that `text` (a notebook or its HTML) contains."""
-    # HTML splits code into highlighting spans and escapes quotes (&quot;): search its plain text too.
-    plain = html.unescape(_TAG.sub("", _ANSI.sub("", text)))
-    found = [item for item in (*HIDDEN_TEXT, TRACEBACK, *secrets) if item in text or item in plain]
-    frame = _FRAME.search(text) or _FRAME.search(plain)
-    if frame:
-        found.append(f"traceback frame {frame.group(0)!r}")
-    return found
+def _mark_pending(cell: nbformat.NotebookNode, points: float) -> None:
+    """Show a hand-graded cell as awaiting its grade: without the `grade` and `task` flags, nbgrader's feedback
+    template prints no score for it (it would print 0.0), and the cell's first line says why."""
+    for flag in ("grade", "task"):
+        cell.metadata.nbgrader.pop(flag, None)
+    line = f"{PENDING} ({points:g} points)."
+    cell.source = f"**{line}**\n\n{cell.source}" if cell.cell_type == "markdown" else f"# {line}\n{cell.source}"
+
+
+def _is_hand_graded(cell: nbformat.NotebookNode) -> bool:
+    return (utils.is_grade(cell) and utils.is_solution(cell)) or utils.is_task(cell)
+
+
+def _is_pending(grade: Grade) -> bool:
+    """No person has scored the cell yet, and it needs one or has no score at all (a manual score, however it
+    was entered, ends the wait)."""
+    return grade.manual_score is None and (bool(grade.needs_manual_grade) or grade.auto_score is None)
+
+
+# ---------------------------------------------------------------------------------------------
+# What must not show
 
 
 def grader_secrets(course: Path, autograder_dir: Path) -> list[str]:
@@ -114,28 +155,205 @@ def grader_secrets(course: Path, autograder_dir: Path) -> list[str]:
     return sorted((form for form in forms if form != Path(form).anchor), key=len, reverse=True)
 
 
-def write_feedback(course: Path, student: str, out_dir: Path, secrets: list[str]) -> Path:
-    """`out_dir/<student>.html`: nbgrader's feedback on a cleaned copy of the student's autograded notebook."""
-    autograded = course / "autograded" / student / ASSIGNMENT / NOTEBOOK
-    if not autograded.is_file():
-        raise FeedbackError(f"no autograded notebook for {student!r} at {autograded}: run autograde first")
-    source = course / FEEDBACK_SOURCE / student / ASSIGNMENT / NOTEBOOK
-    source.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(clean_for_feedback(nbformat.read(autograded, as_version=4), secrets), source)
-    # generate_feedback reads `<autograded_directory>/<student>/<assignment>/` and takes the scores from
-    # the gradebook; --force because the cleaned folder has no timestamp.txt to tell it the HTML is stale.
-    args = ["generate_feedback", ASSIGNMENT, "--student", student, "--force",
-            f"--CourseDirectory.autograded_directory={FEEDBACK_SOURCE}"]
+def _text_files(folder: Path, suffixes: set[str]) -> Iterator[Path]:
+    return (p for p in sorted(folder.rglob("*")) if p.suffix in suffixes and "__pycache__" not in p.parts)
+
+
+def _public_text(autograder_dir: Path) -> str:
+    """What students may see: the release notebook's cells (next to autograder/) and the kit's package."""
+    release = autograder_dir.parent / "assignment" / NOTEBOOK
+    if not release.is_file():
+        raise FeedbackError(f"no student release at {release}: hidden_lines needs it to tell the autograder's "
+                            "lines that students see from those they must not")
+    cells = [cell.source for cell in nbformat.read(release, as_version=4).cells]
+    package = [p.read_text(errors="replace") for p in _text_files(Path(__file__).parent, _PUBLIC_SUFFIXES)]
+    return "\n".join([*cells, *package])
+
+
+def hidden_lines(autograder_dir: Path) -> list[str]:
+    """Lines of the instructors' autograder files (*.py, *.toml) that only a printed copy of them would show.
+
+    A line counts if, stripped, it has at least MIN_HIDDEN_LINE characters, is not only a comment or an
+    import, and is nowhere in the student release or the public package (as a substring: a line students
+    see inside a longer one of theirs, `from specdec_kit import checks`, must not flag their page).
+    """
+    public = _public_text(autograder_dir)
+    lines = set()
+    for path in _text_files(autograder_dir, {".py", ".toml"}):
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if (len(line) >= MIN_HIDDEN_LINE and not line.startswith("#") and not _IMPORT_ONLY.match(line)
+                    and line not in public):
+                lines.add(line)
+    return sorted(lines)
+
+
+def _shown_forms(line: str) -> set[str]:
+    """The line as printed, and as inside the repr of the file's text (an expression cell's output shows that)."""
+    escaped = line.replace("\\", "\\\\")
+    return {line, escaped, escaped.replace("'", "\\'")}  # a repr escapes ' only when it quotes with '
+
+
+def leaks(text: str, secrets: list[str], hidden: Iterable[str] = ()) -> list[str]:
+    """What `text` (a notebook's text or its HTML page) shows that students must not see, in that order:
+
+    the hidden-test and solution markers and imports of the hidden package (release.FORBIDDEN_TEXT), a raw
+    traceback, a grader path in `secrets`, a line in `hidden` (hidden_lines), and a traceback frame in a file.
+    """
+    # HTML splits code into highlighting spans and escapes quotes (&quot;): search its plain text too.
+    plain = html.unescape(_TAG.sub("", _ANSI.sub("", text)))
+    found = [item for item in (*FORBIDDEN_TEXT, TRACEBACK, *secrets) if item in text or item in plain]
+    found += [line for line in hidden if any(form in text or form in plain for form in _shown_forms(line))]
+    frame = _FRAME.search(text) or _FRAME.search(plain)
+    if frame:
+        found.append(f"traceback frame {frame.group(0)!r}")
+    return found
+
+
+def _strings(node) -> Iterator[str]:
+    """Every string in a notebook, unescaped (JSON would show `pair=\\"tiny-b\\"`, not the line as written)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def _describe(found: list[str]) -> str:
+    return "; ".join(repr(item if len(item) <= 60 else item[:57] + "...") for item in found)
+
+
+# ---------------------------------------------------------------------------------------------
+# The preprocessor nbgrader runs
+
+
+class CleanFeedback(NbGraderPreprocessor):
+    """Last of GenerateFeedback's preprocessors: the student's page without what they must not see.
+
+    It runs after nbgrader's GetGrades, which puts each graded cell's score into its nbgrader metadata.
+    """
+
+    autograder_dir = Unicode("", help="The instructors' autograder folder (hidden checks, grading config).",
+                             ).tag(config=True)
+    course_root = Unicode("", help="The nbgrader course directory, a path students must not see.").tag(config=True)
+
+    def guards(self) -> tuple[list[str], list[str]]:
+        """The grader paths and hidden lines that no page may show."""
+        if not self.autograder_dir or not self.course_root:
+            raise FeedbackError("c.CleanFeedback.autograder_dir and course_root are not both set in "
+                                "nbgrader_config.py: add the lines of specdec_kit.feedback.feedback_config")
+        autograder = Path(self.autograder_dir)
+        return grader_secrets(Path(self.course_root), autograder), hidden_lines(autograder)
+
+    def preprocess(self, nb: nbformat.NotebookNode, resources: dict) -> tuple[nbformat.NotebookNode, dict]:
+        secrets, hidden = self.guards()
+        cleaned = clean_for_feedback(nb, secrets)
+        self._show_pending(cleaned, resources["nbgrader"])
+        found = leaks("\n".join(_strings(cleaned)), secrets, hidden)
+        if found:
+            student = resources["nbgrader"]["student"]
+            raise FeedbackError(f"{student!r}'s feedback page would show {_describe(found)}: read the outputs "
+                                "of their autograded notebook and write their feedback by hand")
+        return cleaned, resources
+
+    def _show_pending(self, nb: nbformat.NotebookNode, ids: dict) -> None:
+        with Gradebook(ids["db_url"]) as gradebook:
+            for cell in filter(_is_hand_graded, nb.cells):
+                grade = gradebook.find_grade(cell.metadata.nbgrader["grade_id"], ids["notebook"],
+                                             ids["assignment"], ids["student"])
+                if _is_pending(grade):
+                    _mark_pending(cell, grade.max_score)
+
+
+def feedback_config(autograder_dir: Path, course_root: Path) -> list[str]:
+    """Lines of nbgrader_config.py: nbgrader's default feedback preprocessors, then CleanFeedback.
+
+    The defaults (GetGrades, CSSHTMLHeaderPreprocessor) are read from the installed nbgrader and written out
+    by name, so the config says exactly what runs.
+    """
+    preprocessors = [*map(_import_name, GenerateFeedback.class_traits()["preprocessors"].default()),
+                     _import_name(CleanFeedback)]
+    return [*_list_setting("c.GenerateFeedback.preprocessors", preprocessors),
+            f"c.CleanFeedback.autograder_dir = {str(autograder_dir)!r}",
+            f"c.CleanFeedback.course_root = {str(course_root)!r}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A batch of pages
+
+
+def _course_guards(course: Path) -> tuple[list[str], list[str]]:
+    """CleanFeedback's guards as the course's nbgrader_config.py sets them: the page check matches nbgrader's."""
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    return CleanFeedback(config=config).guards()
+
+
+def _autograded_students(course: Path) -> list[str]:
+    return sorted(p.parents[1].name for p in (course / "autograded").glob(f"*/{ASSIGNMENT}/{NOTEBOOK}"))
+
+
+def _nbgrader_errors(log: str) -> dict[str, str]:
+    """Student -> the last line of the traceback nbgrader logged for them (its reason for writing no page)."""
+    records = _LOG_RECORD.split(log)
+    errors = {}
+    for record, following in zip(records, records[1:]):
+        failed = _FAILED.search(record)
+        lines = [line for line in following.splitlines() if line.strip()]
+        if failed and lines:
+            errors[Path(failed.group(1)).parent.name] = _EXCEPTION_MODULE.sub("", lines[-1].strip())
+    return errors
+
+
+def _run_nbgrader(course: Path, students: list[str], everyone: list[str]) -> dict[str, str]:
+    """One `nbgrader generate_feedback` for `students`, other autograded ones left alone: why it failed for whom.
+
+    A student nbgrader wrote no page for and whose error its log does not name gets its exit status.
+    """
+    args = ["generate_feedback", ASSIGNMENT, "--force"]
+    if len(students) == 1:
+        args += ["--student", students[0]]
+    elif others := sorted(set(everyone) - set(students)):
+        args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
                           capture_output=True, text=True)
-    generated = course / "feedback" / student / ASSIGNMENT / Path(NOTEBOOK).with_suffix(".html")
-    if done.returncode != 0 or not generated.is_file():
-        raise FeedbackError(f"nbgrader generate_feedback failed for {student!r}:\n{done.stdout}\n{done.stderr}")
-    found = leaks(generated.read_text(), secrets)
-    if found:  # checked before the copy, so out_dir, which goes to students, never holds a leaking file
-        generated.unlink()  # nor nbgrader's feedback folder, which `nbgrader release_feedback` hands out
-        raise FeedbackError(f"feedback for {student!r} ({generated}) still shows: {', '.join(found)}")
+    errors = _nbgrader_errors(done.stdout + done.stderr)
+    return {student: errors.get(student) or (f"it exited with status {done.returncode}; run `nbgrader "
+                                             f"generate_feedback {ASSIGNMENT} --student {student} --force` in "
+                                             f"{course} to see its log")
+            for student in students}
+
+
+def generate_feedback(course: Path, out_dir: Path, students: list[str] | None = None) -> dict[str, str]:
+    """nbgrader's feedback pages for `students` (default: every autograded one), checked and copied to out_dir.
+
+    Returns student -> "" for a page written to `out_dir/<student>.html`, else the reason it was withheld.
+    A page in which `leaks` finds anything is deleted from nbgrader's feedback folder too, so that
+    `nbgrader release_feedback` cannot hand it out.
+    """
+    everyone = _autograded_students(course)
+    students = everyone if students is None else list(students)
+    secrets, hidden = _course_guards(course)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{student}.html"
-    shutil.copy(generated, target)
-    return target
+    pages = {student: course / "feedback" / student / ASSIGNMENT / Path(NOTEBOOK).with_suffix(".html")
+             for student in students}
+    for student, page in pages.items():  # a page from an earlier run must not stand in for one withheld now
+        page.unlink(missing_ok=True)
+        (out_dir / f"{student}.html").unlink(missing_ok=True)
+    runnable = [student for student in students if student in everyone]
+    failures = _run_nbgrader(course, runnable, everyone) if runnable else {}
+    results = {}
+    for student, page in pages.items():
+        if student not in everyone:
+            results[student] = f"no autograded notebook for {student!r} in {course}: autograde the submission first"
+        elif not page.is_file():
+            results[student] = f"nbgrader generate_feedback wrote no page: {failures[student]}"
+        elif found := leaks(page.read_text(), secrets, hidden):
+            page.unlink()
+            results[student] = f"the page showed {_describe(found)}, so it was deleted; write the feedback by hand"
+        else:
+            shutil.copy(page, out_dir / f"{student}.html")
+            results[student] = ""
+    return results
