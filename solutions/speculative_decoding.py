@@ -33,7 +33,10 @@
 # | target's argmax there predicts | draft 0 | draft 1 | ... | draft k-1 | bonus token |
 #
 # Fill in every `# YOUR CODE HERE`. The test cells below each part tell you where you stand; graded
-# copies of them also run hidden cases on other prompts and models. Points (100):
+# copies of them also run hidden cases on other prompts and models. Grading runs your classes outside
+# this notebook and keeps only the imports, functions, classes and constants of your cells: any other
+# code at the top level of a cell (a print, a tensor computed once) does not run there, so keep what your
+# methods need inside them. Points (100):
 #
 # | part | test | points |
 # |---|---|---|

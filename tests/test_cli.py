@@ -24,12 +24,19 @@ def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
     (["demo", "--pair", "tiny", "--notebook", "missing.ipynb"], "no notebook at missing.ipynb"),
     (["demo", "--target", "zoo:tiny/target"], "--target and --draft go together"),
     (["autograde", "submissions", "--jobs", "0"], "--jobs must be at least 1"),
+    (["autograde", "submissions", "--timeout", "0"], "--timeout must be a positive number of seconds"),
+    (["autograde", "submissions", "--timeout", "-3"], "--timeout must be a positive number of seconds"),
+    (["autograde", "submissions", "--id-regex", "(unclosed"], "is not a regular expression"),
+    (["autograde", "submissions", "--autograder", "nowhere"], "--autograder: nowhere/hidden.py does not exist"),
+    (["autograde", "submissions", "--roster", "nobody.txt"], "--roster: nobody.txt does not exist"),
     (["autograde", "no-such-folder"], "no notebooks under no-such-folder"),
+    (["feedback", "no-such-folder"], "holds no graded course"),
 ])
 def test_bad_arguments_give_one_clear_line(capsys, monkeypatch, argv, message):
     monkeypatch.chdir(REPO)
-    assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    assert main(argv) == 2, f"{argv} must fail with exit status 2"
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, f"one line naming {message!r}; got {err!r}"
 
 
 def test_build_notebook_check_detects_a_stale_notebook(tmp_path, capsys):

@@ -1,14 +1,19 @@
-"""Collecting a class's submissions: ids from file names, duplicates and absentees reported, bad
-notebooks marked invalid without stopping anything. (Grading itself runs in `specdec-kit selftest`.)"""
+"""Grading a class: collecting submissions, reading what they are, the kernel's environment, the course set-up,
+and a batch whose scores come from the kit's verdict and survive what a kernel writes to the gradebook.
 
+Example run: python -m pytest tests/test_grading.py -q
+"""
+
+import sqlite3
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from specdec_kit import grading, release
-from specdec_kit.selftest import Entry, load_catalogue, make_submission
 
 from conftest import REPO, SOLUTION
+from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, solved
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -16,7 +21,7 @@ from conftest import REPO, SOLUTION
     ("Dan Smith.ipynb", "Dan_Smith"),
 ])
 def test_student_id_from_file_name(name, expected):
-    assert grading.student_id(Path(name)) == expected
+    assert grading.student_id(Path(name)) == expected, f"{name} should give the id {expected}"
 
 
 def test_student_id_regex():
@@ -29,37 +34,71 @@ def test_collect_flat_folder_with_duplicate_and_roster(tmp_path):
     for name in ("alice.ipynb", "Copy of bob.ipynb", "bob.ipynb"):
         (tmp_path / name).write_text("{}")
     found = {s.student: s for s in grading.collect(tmp_path, roster=["alice", "bob", "erin"])}
-    assert found["alice"].problem == ""
-    assert "2 notebooks for one student" in found["bob"].problem
-    assert found["erin"].path is None and found["erin"].problem == "no submission"
+    assert found["alice"].problem == "", f"alice has one notebook; got {found['alice'].problem!r}"
+    assert "2 notebooks for one student" in found["bob"].problem, found["bob"].problem
+    assert found["erin"].path is None and found["erin"].problem == "no submission", found["erin"]
 
 
 def test_collect_nbgrader_layout(tmp_path):
     notebook = tmp_path / "frank" / "speculative_decoding" / "speculative_decoding.ipynb"
     notebook.parent.mkdir(parents=True)
     notebook.write_text("{}")
-    assert [(s.student, s.path) for s in grading.collect(tmp_path)] == [("frank", notebook)]
+    found = [(s.student, s.path) for s in grading.collect(tmp_path)]
+    assert found == [("frank", notebook)], f"nbgrader's submitted/ layout gives the student's folder name; got {found}"
+
+
+@pytest.mark.parametrize("content,why", [(b"", "the file is empty"), (b"{ not json", "not a Jupyter notebook"),
+                                         (b'{"metadata": {}}', "not a Jupyter notebook")])
+def test_unreadable_files_are_invalid_with_what_to_do(tmp_path, content, why):
+    path = tmp_path / "x.ipynb"
+    path.write_bytes(content)
+    with pytest.raises(grading.InvalidSubmission, match=why) as info:
+        grading.read_submission(path)
+    assert "re-download" in str(info.value), f"the message must say what to do; got {info.value}"
+
+
+def test_old_format_is_converted_and_missing_metadata_noted(tmp_path):
+    old = tmp_path / "old.ipynb"
+    nbformat.write(nbformat3(), old, version=3)
+    notebook, notes = grading.read_submission(old)
+    assert notebook.nbformat == 4 and any("format 3" in n for n in notes), f"format 3 is converted; notes {notes}"
+    stripped = tmp_path / "stripped.ipynb"
+    nbformat.write(metadata_stripped(), stripped)
+    _, notes = grading.read_submission(stripped)
+    assert any("graded from the classes found in its code" in n for n in notes), notes
+
+
+def test_what_an_editor_took_is_given_back_from_the_release():
+    release = blank()
+    release_ids = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader")]
+    stripped = metadata_stripped()
+    notes = grading.match_release(stripped, release)
+    restored = [c.metadata["nbgrader"]["grade_id"] for c in stripped.cells if c.metadata.get("nbgrader")]
+    assert restored == release_ids, f"every cell is matched back in order; got {restored}, expected {release_ids}"
+    assert notes == [f"grading metadata restored on {len(release_ids)} cells matched to the assignment's"], notes
+    markdown = answer_as_markdown()
+    notes = grading.match_release(markdown, release)
+    [cell] = [c for c in markdown.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id") == "cached_speculative_decoder"]
+    assert cell.cell_type == "code" and "graded as code" in notes[0], (cell.cell_type, notes)
 
 
 def test_bad_submissions_are_reported_not_raised(tmp_path):
     broken = tmp_path / "broken.ipynb"
     broken.write_text("not a notebook")
     course = tmp_path / "course"
-    assert grading.grade(course, grading.Submission("broken", broken), REPO, 10).status == "invalid"
-    assert grading.grade(course, grading.Submission("gone", None, "no submission"), REPO, 10).status == "missing"
-    twice = grading.Submission("twice", broken, "2 notebooks for one student")
-    assert grading.grade(course, twice, REPO, 10).status == "duplicate"
+    rows = [grading.grade(course, grading.Submission("broken", broken), settings=None),
+            grading.grade(course, grading.Submission("gone", None, "no submission"), settings=None),
+            grading.grade(course, grading.Submission("twice", broken, "2 notebooks for one student"), settings=None)]
+    assert [r.status for r in rows] == ["invalid", "missing", "duplicate"], [(r.status, r.message) for r in rows]
 
 
-def test_catalogue_entries_apply_to_the_solution():
-    """Every catalogue edit still finds its text exactly once, so a solution change cannot silently void it."""
-    entries = load_catalogue(REPO / "autograder")
-    variants = [e for e in entries if e.name.startswith("variant_")]
-    assert len(variants) >= 5 and len(entries) - len(variants) >= 12
-    for entry in entries:
-        make_submission(SOLUTION, entry)
-    with pytest.raises(ValueError, match="occurs 0 times"):
-        make_submission(SOLUTION, Entry("stale", "", edits=(("no such code", ""),)))
+def test_kernel_environment_is_offline_pinned_and_without_instructor_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{tmp_path}")
+    env = grading.kernel_env(3, tmp_path / "record.json")
+    assert env["PYTHONPATH"] == str(tmp_path), f"the repository root (autograder/, solutions/) must go; got " \
+                                               f"{env['PYTHONPATH']!r}"
+    assert env["SPECDEC_GRADING"] == env["HF_HUB_OFFLINE"] == "1" and env["OMP_NUM_THREADS"] == "3", env
 
 
 def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
@@ -67,29 +106,90 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     course = tmp_path / "course"
-    grading.prepare_course(course, SOLUTION)
+    grading.prepare_course(course, SOLUTION, REPO / "autograder")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding"
+    source = (course / "source" / "speculative_decoding" / "speculative_decoding.ipynb").read_text()
+    assert not [m for m in release.FORBIDDEN_TEXT if m in source], "the grading course holds the release only"
 
 
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
     monkeypatch.setattr(release, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
     with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
-        grading.prepare_course(tmp_path / "course", SOLUTION)
+        grading.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
 
 
-def test_parallel_jobs_grade_into_one_gradebook_with_feedback(tmp_path):
-    """Two kernels at once, one gradebook: both grades recorded, both feedback pages written, order kept."""
-    course, feedback = tmp_path / "course", tmp_path / "feedback"
-    grading.prepare_course(course, SOLUTION)
-    blank = REPO / "assignment" / "speculative_decoding.ipynb"
-    submissions = [grading.Submission(name, blank) for name in ("zed", "amy")]
+@pytest.mark.parametrize("option,value,words", [("jobs", 0, "--jobs must be at least 1"),
+                                                ("notebook_seconds", -5, "positive number of seconds")])
+def test_bad_options_stop_before_anything_is_set_up(tmp_path, option, value, words):
+    with pytest.raises(ValueError, match=words):
+        grading.setup_batch(tmp_path / "course", SOLUTION, REPO / "autograder", **{option: value})
+    assert not (tmp_path / "course").exists(), "nothing may be set up for options that are refused"
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Two jobs at once into one gradebook: the solution, the blank release, and a blank that writes the
+    gradebook from its kernel."""
+    root = tmp_path_factory.mktemp("batch")
+    course, submissions = root / "graded" / "course", root / "submissions"
+    submissions.mkdir()
+    write_all = ("import sqlite3\nfrom pathlib import Path\n"
+                 "db = sqlite3.connect(Path.cwd().parents[2] / 'gradebook.db')\n"
+                 "db.execute('UPDATE grade SET auto_score = 100, manual_score = 100')\ndb.commit()\n"
+                 "print('gradebook written')\n")
+    tamper = blank()
+    tamper.cells.insert(3, nbformat.v4.new_code_cell(write_all))
+    for name, notebook in (("amy", solved()), ("zed", blank()), ("mallory", tamper)):
+        nbformat.write(notebook, submissions / f"{name}.ipynb")
+    settings = grading.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
     finished = []
-    grades = grading.grade_all(course, submissions, REPO, timeout=600, feedback_dir=feedback, jobs=2,
+    grades = grading.grade_all(course, grading.collect(submissions), settings, root / "graded" / "feedback",
                                progress=finished.append)
-    assert [g.student for g in grades] == ["zed", "amy"] and len(finished) == 2
-    for g in grades:
-        assert g.status == "graded" and g.score == 0 and g.max_score == 90, (g.status, g.message)
-        assert (feedback / f"{g.student}.html").is_file()
-        assert grading.read_grade(course, g.student) is not None
+    return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished
+
+
+def test_batch_scores_come_from_the_verdict(batch):
+    _, feedback_dir, grades, finished = batch
+    assert len(finished) == 3, f"progress is called once per submission; got {len(finished)}"
+    assert (grades["amy"].status, grades["amy"].score, grades["amy"].max_score) == ("graded", 90, 90), grades["amy"]
+    for student in ("zed", "mallory"):
+        assert grades[student].status == "graded" and grades[student].score == 0, grades[student]
+        assert (feedback_dir / f"{student}.html").is_file(), f"{student} gets a feedback page"
+
+
+def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
+    """mallory's kernel gave every cell of every student full marks; the kit's final pass put the scores back."""
+    course, _, grades, _ = batch
+    kernel = (course / "autograded" / "mallory" / "speculative_decoding" / "speculative_decoding.ipynb").read_text()
+    assert "gradebook written" in kernel, "the tamper must have written the gradebook, or this test proves nothing"
+    with sqlite3.connect(course / "gradebook.db") as db:
+        rows = db.execute("SELECT s.student_id, g.auto_score, g.manual_score FROM grade g "
+                          "JOIN submitted_notebook n ON g.notebook_id = n.id "
+                          "JOIN submitted_assignment s ON n.assignment_id = s.id").fetchall()
+    for student, _, manual in rows:
+        assert manual is None, f"{student}: no manual score may exist before a person grades; got {manual}"
+    scores = {}
+    for student, auto, _ in rows:
+        scores[student] = scores.get(student, 0) + (auto or 0)
+    assert scores == {"amy": 90, "zed": 0, "mallory": 0}, f"auto scores in the gradebook: {scores}"
+
+
+def test_feedback_shows_the_verdict_and_can_be_made_again_after_manual_grading(batch, tmp_path):
+    """amy wrote a report (pending until a person grades it); zed left it as handed out (0, as nbgrader does)."""
+    course, feedback_dir, grades, _ = batch
+    assert "NotImplementedError" in (feedback_dir / "zed.html").read_text(), "the blank's page names the stub"
+    assert "Graded by hand: pending" in (feedback_dir / "amy.html").read_text(), "a written report waits"
+    assert grades["amy"].manual_pending and not grades["zed"].manual_pending, "only a written report needs a person"
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("report", "speculative_decoding", "speculative_decoding", "amy")
+        grade.manual_score, grade.needs_manual_grade = 7, False  # what formgrader saves
+        gradebook.db.commit()
+    from specdec_kit.cli import main
+
+    assert main(["feedback", str(course.parent), "--student", "amy"]) == 0, "regenerating feedback succeeds"
+    page = (feedback_dir / "amy.html").read_text()
+    assert "Graded by hand: pending" not in page and "7.0 / 10" in page, "the report's score shows once graded"

@@ -183,8 +183,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
     from .selftest import run_selftest
 
+    _check_grading_options(args)
     outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
-                            timeout=args.timeout, only=args.only)
+                            timeout=args.timeout, only=args.only, jobs=args.jobs)
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
         print(table.rename(columns={"name": "submission", "named_by": "tests that named it"})
@@ -199,8 +200,7 @@ def cmd_autograde(args: argparse.Namespace) -> int:
 
     from . import grading
 
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    _check_grading_options(args)
     roster = Path(args.roster).read_text().split() if args.roster else None
     submissions = grading.collect(Path(args.submissions), args.id_regex, roster)
     if not submissions:
@@ -208,16 +208,48 @@ def cmd_autograde(args: argparse.Namespace) -> int:
                          f"speculative_decoding/*.ipynb or a folder of <student>.ipynb files")
     out = Path(args.out).resolve()
     course = out / "course"
-    grading.prepare_course(course, Path(args.solution).resolve())
-    grading.prepare_zoo()
+    settings = grading.setup_batch(course, Path(args.solution).resolve(), Path(args.autograder).resolve(),
+                                   args.jobs, args.timeout)
     with tqdm(total=len(submissions), desc="autograde") as bar:
-        grades = grading.grade_all(course, submissions, Path(args.autograder).resolve().parent, args.timeout,
-                                   feedback_dir=out / "feedback", jobs=args.jobs, progress=lambda _: bar.update())
+        grades = grading.grade_all(course, submissions, settings, out / "feedback", progress=lambda _: bar.update())
     grading.write_csv(grades, out / "grades.csv", grading.graded_cells(course))
     counts = {status: sum(g.status == status for g in grades) for status in grading.STATUSES}
     print(f"wrote {out / 'grades.csv'} and feedback/<student>.html: "
           + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
     return 0
+
+
+def _check_grading_options(args: argparse.Namespace) -> None:
+    """Every option of a grading run, checked before anything is set up: one line on what is wrong."""
+    import re
+
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.timeout is not None and args.timeout <= 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if getattr(args, "id_regex", None) is not None:
+        try:
+            re.compile(args.id_regex)
+        except re.error as e:
+            raise ValueError(f"--id-regex {args.id_regex!r} is not a regular expression: {e}") from None
+    for option, path in (("--solution", Path(args.solution)), ("--autograder", Path(args.autograder) / "hidden.py")):
+        if not path.is_file():
+            raise ValueError(f"{option}: {path} does not exist (run from the repository root or pass {option})")
+    if getattr(args, "roster", None) and not Path(args.roster).is_file():
+        raise ValueError(f"--roster: {args.roster} does not exist")
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from . import feedback
+
+    graded = Path(args.graded)
+    course = graded / "course"
+    if not (course / "gradebook.db").is_file():
+        raise ValueError(f"{graded} holds no graded course (no course/gradebook.db): run specdec-kit autograde first")
+    results = feedback.generate_feedback(course, graded / "feedback", args.student)
+    for student, reason in sorted(results.items()):
+        print(f"{student}: " + (f"withheld: {reason}" if reason else f"wrote {graded / 'feedback' / student}.html"))
+    return 0 if not any(results.values()) else 1
 
 
 def _notebook(path: str | None) -> Path:
@@ -278,8 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
     selftest.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
     selftest.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
-    selftest.add_argument("--timeout", type=int, default=900, help="seconds per submission before it is killed")
+    selftest.add_argument("--timeout", type=int, help="seconds each notebook's own run may take (default: "
+                                                      "autograder/config.toml)")
     selftest.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
+    selftest.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     selftest.set_defaults(func=cmd_selftest)
 
     autograde = commands.add_parser("autograde", help="grade a class's notebooks with nbgrader into grades.csv")
@@ -288,12 +322,18 @@ def build_parser() -> argparse.ArgumentParser:
     autograde.add_argument("--out", default="graded", help="output directory (default graded/)")
     autograde.add_argument("--roster", help="file of student ids, one per line: missing students get a row")
     autograde.add_argument("--id-regex", help="regex whose first group is the student id in a file name")
-    autograde.add_argument("--timeout", type=int, default=900, help="seconds per notebook before it is killed")
+    autograde.add_argument("--timeout", type=int, help="seconds each notebook's own run may take before it is "
+                                                       "stopped (default: autograder/config.toml)")
     autograde.add_argument("--jobs", type=int, default=1,
                            help="notebooks graded at once (default 1; timed tests still run one at a time)")
     autograde.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
     autograde.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
     autograde.set_defaults(func=cmd_autograde)
+
+    fb = commands.add_parser("feedback", help="render the cleaned feedback pages again (after grading by hand)")
+    fb.add_argument("graded", help="the --out folder of specdec-kit autograde")
+    fb.add_argument("--student", nargs="*", help="only these students (default: everyone graded)")
+    fb.set_defaults(func=cmd_feedback)
 
     build = commands.add_parser("build-notebook", help="build .ipynb files from their jupytext .py twins")
     build.add_argument("scripts", nargs="+", help="percent-format .py files")

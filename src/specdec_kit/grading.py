@@ -1,26 +1,38 @@
-"""Grading submissions with nbgrader: one course directory, one gradebook, one process group each.
+"""Grading a class's submissions: nbgrader runs each notebook, the kit's verdict gives the scores.
 
-    specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 900] [--jobs N]
+    specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 600] [--jobs N]
 
-SUBMISSIONS is nbgrader's `submitted/<student>/<assignment>/` layout or a flat folder of notebooks
-as downloaded from Colab or an LMS (`<student>.ipynb`, "Copy of ..." names handled, `--id-regex` to
-pull the id out of other names). Each notebook is checked, copied into one nbgrader course under the
-name nbgrader expects and autograded in its own process group, killed as a group on timeout, so one
-bad submission never stops the others. The kernel runs offline (SPECDEC_GRADING=1, HF_HUB_OFFLINE=1)
-with the instructor's `autograder/` on its import path. `--jobs N` grades N at a time into the one
-gradebook (set up, with the zoo, before the jobs start). Each graded student gets a feedback page
-(`feedback.py`) that never shows the hidden tests.
+SUBMISSIONS is nbgrader's `submitted/<student>/<assignment>/` layout or a flat folder of notebooks as
+downloaded from Colab or an LMS (`<student>.ipynb`, "Copy of ..." names handled, `--id-regex` to pull
+the id out of other names). For each readable submission two things run side by side:
+- nbgrader autograde runs the whole notebook in a kernel, for the feedback page, the hand-graded report
+  and formgrader. The course's source is the student release, so the kernel runs the visible tests
+  only; it has neither `autograder/` nor `solutions/` on its import path or under its working
+  directory; demo cells are skipped; the notebook and each cell have time limits and a dying kernel is
+  reported in its cell (`nbgrader_ext.py`); its memory is limited (RLIMIT_DATA).
+- the verdict (`verdict.py`): the kit's visible and hidden checks on the notebook's definitions, each
+  check's probes in a child process, the judging in this process.
+The verdict's points are the auto-graded score: they go into nbgrader's gradebook (nbgrader 0.9 has no
+call for that, so `grade.auto_score` is written through its Gradebook ORM) and into the autograded
+notebook's test cells. The kit owns grading runs: a raw `nbgrader autograde --force` would overwrite
+the verdicts with the kernel's own results, so grade again with `specdec-kit autograde` instead. Once
+every kernel of the batch has finished, the kit writes all verdicts and autograded notebooks again (a
+kernel runs as the same user and could have touched them), renders the feedback pages with nbgrader's
+generate_feedback (cleaned by `feedback.CleanFeedback`) and writes grades.csv.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -28,13 +40,22 @@ from pathlib import Path
 
 import nbformat
 
-from . import feedback, zoo
-from .release import ASSIGNMENT, NOTEBOOK, ReleaseError, generate_assignment, nbgrader_env, write_course_config
+from . import feedback, nbgrader_ext, scan, verdict, zoo
+from .release import (
+    ASSIGNMENT,
+    NOTEBOOK,
+    ReleaseError,
+    generate_assignment,
+    nbgrader_env,
+    render_release,
+    write_course_config,
+)
 
-CELL_TIMEOUT = 600  # seconds per cell: building the zoo on a cold cache takes a minute
-STATUSES = ("graded", "error", "timeout", "missing", "invalid", "duplicate")
+STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing", "duplicate")
 DB_RETRIES = 4
-GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the test cells load on a CPU
+GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
+NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
+ROLE = "specdec"  # cell metadata key of the cells the kit adds to an autograded notebook
 
 
 class GradingSetupError(RuntimeError):
@@ -58,6 +79,44 @@ class Grade:
     message: str = ""
     tests: dict[str, float] = field(default_factory=dict)  # grade_id -> points earned
     seconds: float = 0.0
+    flags: list[str] = field(default_factory=list)  # static-scan findings, for a person to read
+
+
+@dataclass
+class Settings:
+    """How a batch is graded: the plan (checks, limits), the course's points and the machine's share."""
+
+    plan: verdict.Plan
+    autograder_dir: Path
+    points: dict[str, float]  # auto-graded test cells (grade_id -> points), in notebook order
+    release: nbformat.NotebookNode  # the notebook students were given: where a submission's cells come from
+    notebook_seconds: int
+    cell_seconds: int
+    jobs: int = 1
+    cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
+
+    @property
+    def threads(self) -> int:
+        """Torch threads of each process a job runs at once (its kernel and its verdict child)."""
+        return max(1, self.cores // (2 * self.jobs))
+
+    @property
+    def timing_threads(self) -> int:
+        """Torch threads of the speed test's children, which run while nothing else of their job does."""
+        return max(1, self.cores // self.jobs)
+
+
+@dataclass
+class Graded:
+    """Everything the final pass of a batch writes again for one graded student."""
+
+    grade: Grade
+    notebook: nbformat.NotebookNode  # the autograded notebook, test cells showing the verdict
+    scores: dict[str, tuple]  # every graded cell: (auto_score, manual_score, needs_manual_grade)
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting
 
 
 def student_id(path: Path, id_regex: str | None = None) -> str:
@@ -97,139 +156,301 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
     return result
 
 
-def prepare_course(course: Path, solution: Path, cell_timeout: int = CELL_TIMEOUT) -> None:
-    """Set up the course directory and its gradebook once, before any submission is graded."""
-    course.mkdir(parents=True, exist_ok=True)
-    write_course_config(course, f"c.Execute.timeout = {cell_timeout}",
-                        # A deleted locked test cell is restored from the source and graded, never scored 0.
-                        "c.OverwriteCells.add_missing_cells = True")
+# ---------------------------------------------------------------------------------------------
+# Setting up
+
+
+def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 1,
+                notebook_seconds: int | None = None) -> Settings:
+    """Check the options, set up the course and the zoo, and return the batch's settings.
+
+    The limits are those of autograder/config.toml; `notebook_seconds` (`--timeout`) overrides its own.
+    """
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    if not (autograder_dir / "hidden.py").is_file():
+        raise ValueError(f"{autograder_dir} holds no hidden.py: pass --autograder with the instructors' folder")
+    limits = _limits(autograder_dir)
+    seconds = int(limits["notebook_seconds"]) if notebook_seconds is None else notebook_seconds
+    if seconds <= 0:
+        raise ValueError(f"the notebook time limit must be a positive number of seconds, got {seconds}")
+    cell_seconds = min(seconds, int(limits["cell_seconds"]))
+    prepare_course(course, solution, autograder_dir, seconds, cell_seconds)
+    prepare_zoo()
+    plan = verdict.load_plan(autograder_dir)
+    points = {name: p for name, p in course_points(course).items() if name in plan.tests}
+    release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return Settings(plan, autograder_dir, points, release, seconds, cell_seconds, jobs)
+
+
+def _limits(autograder_dir: Path) -> dict:
     try:
-        generate_assignment(course, solution)
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
+        import tomli as tomllib
+    return tomllib.loads((autograder_dir / "config.toml").read_text())["limits"]
+
+
+def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_seconds: int = 600,
+                   cell_seconds: int = 300) -> None:
+    """Set up the course directory and its gradebook once, before any submission is graded.
+
+    The assignment is generated from the student release, so nothing in the course holds a hidden test or
+    a solution; the config swaps in the kit's nbgrader preprocessors (time limits, demo cells, clean
+    feedback)."""
+    course.mkdir(parents=True, exist_ok=True)
+    write_course_config(course, *nbgrader_ext.autograde_config(notebook_seconds, cell_seconds),
+                        # A deleted locked test cell is restored from the source, never scored 0 unseen.
+                        "c.OverwriteCells.add_missing_cells = True",
+                        *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))
+    try:
+        generate_assignment(course, render_release(solution))
     except ReleaseError as e:
         raise GradingSetupError(str(e)) from e
 
 
 def prepare_zoo() -> None:
-    """Build the zoo pairs the test cells load before any kernel starts, so parallel jobs never wait on it."""
+    """Build the zoo pairs the checks load before any job starts, so parallel jobs never wait on it."""
     for pair in GRADING_PAIRS:
         zoo.materialize(pair)
 
 
-def grade_all(course: Path, submissions: list[Submission], autograder_parent: Path, timeout: int,
-              feedback_dir: Path | None = None, jobs: int = 1, progress=None) -> list[Grade]:
-    """Grade every submission, `jobs` at a time (each in its own process group), in submission order.
+def course_points(course: Path) -> dict[str, float]:
+    """Points of every graded cell, by grade_id, in notebook order (from the course's source notebook)."""
+    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def graded_cells(course: Path) -> list[str]:
+    """The graded cells of the assignment, in notebook order."""
+    return list(course_points(course))
+
+
+# ---------------------------------------------------------------------------------------------
+# One submission
+
+
+def grade_all(course: Path, submissions: list[Submission], settings: Settings, feedback_dir: Path,
+              progress=None) -> list[Grade]:
+    """Grade every submission, `settings.jobs` at a time, then write every verdict again and the feedback.
 
     `progress` is called once per finished submission (e.g. a tqdm bar's update).
     """
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(grade, course, s, autograder_parent, timeout, feedback_dir): i
+    import torch
+
+    os.environ["SPECDEC_THREADS"] = str(settings.threads)  # the forkserver (started later) and its children
+    torch.set_num_threads(settings.threads)  # this process's reference answers
+    before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
+    results: list[Graded | Grade | None] = [None] * len(submissions)
+    with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
+        futures = {pool.submit(grade, course, s, settings, before.get(s.student, {})): i
                    for i, s in enumerate(submissions)}
-        grades = [None] * len(submissions)
         for future in as_completed(futures):
-            grades[futures[future]] = future.result()
+            results[futures[future]] = future.result()
             if progress:
-                progress(grades[futures[future]])
+                progress(results[futures[future]])
+    return finish(course, results, feedback_dir, before)
+
+
+def finish(course: Path, results: list[Graded | Grade], feedback_dir: Path, before: dict) -> list[Grade]:
+    """After every kernel has stopped: every score in the gradebook set again (the batch's students' from
+    the kit's records, everyone else's as the batch found them), the kit's notebooks written again, then
+    the feedback."""
+    graded = [r for r in results if isinstance(r, Graded)]
+    write_scores(course, {**before, **{item.grade.student: item.scores for item in graded}})
+    for item in graded:
+        write_autograded(course, item.grade.student, item.notebook)
+    withheld = feedback.generate_feedback(course, feedback_dir, [g.grade.student for g in graded]) if graded else {}
+    grades = [r.grade if isinstance(r, Graded) else r for r in results]
+    for grade in grades:
+        if withheld.get(grade.student):
+            grade.message = _join(grade.message, f"feedback page withheld: {withheld[grade.student]}")
     return grades
 
 
-def grading_env(autograder_parent: Path) -> dict:
-    env = nbgrader_env()
-    env.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(autograder_parent.resolve()), env.get("PYTHONPATH")]))
-    return env
-
-
-def grade(course: Path, submission: Submission, autograder_parent: Path, timeout: int,
-          feedback_dir: Path | None = None) -> Grade:
-    """Autograde one submission, and write its cleaned feedback into `feedback_dir` if given.
-
-    Never raises for a bad submission: the problem is reported in the Grade, and feedback that cannot
-    be made clean is withheld (said in the message) without touching the score.
-    """
-    result = _autograde(course, submission, autograder_parent, timeout)
-    if feedback_dir is not None and result.status == "graded":
-        secrets = feedback.grader_secrets(course, autograder_parent / "autograder")
-        try:
-            feedback.write_feedback(course, submission.student, feedback_dir, secrets)
-        except feedback.FeedbackError as e:
-            result.message = f"feedback withheld: {e}"
-    return result
-
-
-def _autograde(course: Path, submission: Submission, autograder_parent: Path, timeout: int) -> Grade:
+def grade(course: Path, submission: Submission, settings: Settings, before: dict | None = None) -> Graded | Grade:
+    """Grade one submission (`before`: its scores in the gradebook before the batch). Never raises for a bad
+    submission: what went wrong is the row's status."""
+    started = time.perf_counter()
     if submission.path is None:
         return Grade(submission.student, "missing", message=submission.problem)
     if submission.problem:
         return Grade(submission.student, "duplicate", message=submission.problem)
     try:
-        notebook = nbformat.read(submission.path, as_version=4)
-    except Exception as e:  # nbformat raises several unrelated types for a malformed file
-        return Grade(submission.student, "invalid", message=f"not a readable notebook: {type(e).__name__}: {e}")
-    target = course / "submitted" / submission.student / ASSIGNMENT / NOTEBOOK
+        notebook, notes = read_submission(submission.path)
+    except InvalidSubmission as e:
+        return Grade(submission.student, "invalid", message=str(e))
+    notes += match_release(notebook, settings.release)
+    student = submission.student
+    target = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
-    start = time.perf_counter()
-    args = ["autograde", ASSIGNMENT, "--student", submission.student, "--create", "--force"]
-    for _ in range(DB_RETRIES):
+    log_dir = course.parent / "logs"
+    log_dir.mkdir(exist_ok=True)
+    run = NotebookRun(course, student, settings, log_dir)
+    kernel = threading.Thread(target=run.run, name=f"nbgrader {student}")
+    kernel.start()
+    judged = verdict.judge(notebook, settings.plan, settings.threads, settings.timing_threads,
+                           log_dir / f"{student}.verdict.log", before_timing=kernel.join)
+    kernel.join()
+    return conclude(course, student, notebook, notes, judged, run, settings, before or {},
+                    time.perf_counter() - started)
+
+
+class InvalidSubmission(ValueError):
+    """A file that cannot be graded as a notebook, with what the student can do about it."""
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The notebook in nbformat 4, and notes on what had to be done to it (conversion, missing metadata)."""
+    redownload = "re-download it from Colab (File > Download > Download .ipynb) or Jupyter and submit again"
+    if path.stat().st_size == 0:
+        raise InvalidSubmission(f"the file is empty: {redownload}")
+    try:
+        raw = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    except Exception as e:  # nbformat raises several unrelated types for a malformed file
+        raise InvalidSubmission(f"not a Jupyter notebook ({type(e).__name__}): {redownload}") from None
+    notes = []
+    version = raw.get("nbformat")
+    if not isinstance(version, int) or version < 1:
+        raise InvalidSubmission(f"not a Jupyter notebook (JSON without a notebook's fields): {redownload}")
+    if version < 4:
         try:
-            done = _run_nbgrader(course, args, grading_env(autograder_parent), timeout)
-        except subprocess.TimeoutExpired:
-            return Grade(submission.student, "timeout", message=f"grading took longer than {timeout} s",
-                         seconds=time.perf_counter() - start)
-        if "database is locked" not in done.stdout + done.stderr:  # parallel jobs share one gradebook
-            break
-    seconds = time.perf_counter() - start
-    result = read_grade(course, submission.student)
-    if result is None:
-        tail = (done.stderr or "").strip().splitlines()[-3:]
-        return Grade(submission.student, "error", message=" / ".join(tail) or "nbgrader recorded no grade",
-                     seconds=seconds)
-    result.seconds = seconds
-    return result
+            notebook = nbformat.convert(raw, 4)
+        except Exception:
+            raise InvalidSubmission(f"notebook format {version} is too old to convert: open it in Jupyter, "
+                                    "save it, and submit the saved file") from None
+        notes.append(f"notebook format {version} (Jupyter before 2015): converted to format 4 and graded")
+    else:
+        notebook = raw
+    if "cells" not in notebook:
+        raise InvalidSubmission(f"not a Jupyter notebook (JSON without cells): {redownload}")
+    if not any(cell.get("cell_type") == "code" and cell.get("source") for cell in notebook["cells"]):
+        raise InvalidSubmission("the notebook holds no code: check that this is the file you meant to submit")
+    nbformat.validator.normalize(notebook)
+    if not any(cell.get("metadata", {}).get("nbgrader") for cell in notebook.cells):
+        notes.append("the notebook's grading metadata was gone (an editor removed it): graded from the classes "
+                     "found in its code")
+    return nbformat.from_dict(notebook), notes
 
 
-def read_grade(course: Path, student: str) -> Grade | None:
-    from sqlalchemy.exc import OperationalError
-
-    for attempt in range(DB_RETRIES):
-        try:
-            return _read_grade(course, student)
-        except OperationalError:  # the gradebook is locked by a parallel job's write: wait and read again
-            if attempt == DB_RETRIES - 1:
-                raise
-            time.sleep(1 + attempt)
-
-
-def _read_grade(course: Path, student: str) -> Grade | None:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        try:
-            notebook = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT, student)
-        except MissingEntry:
-            return None
-        code = [g for g in notebook.grades if g.cell_type == "code"]  # auto-graded test cells
-        return Grade(student, "graded", score=sum(float(g.score) for g in code),
-                     max_score=sum(float(g.max_score) for g in code),
-                     manual_pending=any(g.needs_manual_grade for g in notebook.grades),
-                     tests={g.name: float(g.score) for g in notebook.grades})
-
-
-def write_csv(grades: list[Grade], path: Path, cells: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "score", "max_score", "manual_pending", "status", "message", "seconds",
-                         *cells])
-        for g in grades:
-            writer.writerow([g.student, g.score, g.max_score, g.manual_pending, g.status, g.message,
-                             round(g.seconds, 1), *[g.tests.get(name, "") for name in cells]])
+def match_release(notebook: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
+    """Give back, in place, what an editor took from the assignment's cells, matching them to the release's:
+    an answer cell turned into markdown becomes code again (as nbgrader does), and a cell whose grading
+    metadata was stripped gets it back when it is the same cell (same text; for an answer cell, the same
+    class defined, or the same first line). Returns notes for the row; unmatched cells stay as they are
+    (nbgrader restores missing test cells itself)."""
+    notes = []
+    release_cells = {c.metadata["nbgrader"]["grade_id"]: c for c in release.cells if c.metadata.get("nbgrader")}
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        original = release_cells.get(grade_id)
+        if original is not None and original.cell_type == "code" and cell.cell_type != "code":
+            cell.cell_type, cell.outputs, cell.execution_count = "code", [], None
+            notes.append(f"the answer cell {grade_id} had been turned into {cell.get('cell_type', 'text')}: graded "
+                         "as code, as the assignment has it")
+    present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells}
+    restored = []
+    for grade_id, original in release_cells.items():
+        if grade_id in present:
+            continue
+        match = next((c for c in notebook.cells if not c.metadata.get("nbgrader") and _same_cell(c, original)), None)
+        if match is not None:
+            match.metadata["nbgrader"] = copy.deepcopy(original.metadata["nbgrader"])
+            restored.append(grade_id)
+    if restored:
+        notes.append(f"grading metadata restored on {len(restored)} cells matched to the assignment's")
+    return notes
 
 
-def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
-    """nbgrader in its own process group: on timeout the whole group (kernel included) is killed."""
-    process = subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+def _same_cell(cell: nbformat.NotebookNode, original: nbformat.NotebookNode) -> bool:
+    if cell.cell_type != original.cell_type:
+        return False
+    if cell.source.strip() == original.source.strip():
+        return True
+    if not original.metadata["nbgrader"].get("solution"):
+        return False
+    if original.cell_type == "code":
+        return bool(_classes(original.source)) and _classes(cell.source) == _classes(original.source)
+    first = original.source.strip().splitlines()[0]
+    return cell.source.strip().startswith(first)
+
+
+def _classes(source: str) -> set[str]:
+    import ast
+
+    try:
+        return {node.name for node in ast.parse(source).body if isinstance(node, ast.ClassDef)}
+    except SyntaxError:
+        return set()
+
+
+@dataclass
+class NotebookRun:
+    """nbgrader autograde of one student, in its own process group, with the kit's limits."""
+
+    course: Path
+    student: str
+    settings: Settings
+    log_dir: Path
+    record: dict | None = None
+    killed: bool = False  # the whole nbgrader run outlived its limit and was killed
+    error: str = ""  # nbgrader's last words when it failed
+
+    def run(self) -> None:
+        record_path = self.log_dir / f"{self.student}.run.json"
+        record_path.unlink(missing_ok=True)
+        env = kernel_env(self.settings.threads, record_path)
+        args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
+        limit = self.settings.notebook_seconds + NBGRADER_MARGIN
+        for _ in range(DB_RETRIES):
+            try:
+                done = _run_nbgrader(self.course, args, env, limit, self.settings.plan.memory_mb)
+            except subprocess.TimeoutExpired:
+                self.killed = True
+                break
+            if "database is locked" not in done.stdout + done.stderr:  # parallel jobs share one gradebook
+                break
+        else:
+            done = None
+        if done is not None:
+            (self.log_dir / f"{self.student}.nbgrader.log").write_text(done.stdout + done.stderr)
+            if done.returncode != 0:
+                self.error = _nbgrader_error(done.stdout + done.stderr) or f"exit status {done.returncode}"
+        self.record = nbgrader_ext.read_run_record(record_path)
+
+
+def kernel_env(threads: int, record_path: Path) -> dict:
+    """The environment of nbgrader and its kernel: offline, threads pinned, no instructor folder importable."""
+    env = nbgrader_env()
+    thread_count = str(threads)
+    env.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", SPECDEC_THREADS=thread_count,
+               OMP_NUM_THREADS=thread_count, MKL_NUM_THREADS=thread_count,
+               **{nbgrader_ext.RECORD_ENV: str(record_path)})
+    env.pop("SPECDEC_SELFTEST", None)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and not any((Path(p) / folder).exists() for folder in ("autograder", "solutions"))]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _nbgrader_error(output: str) -> str:
+    """The exception that stopped nbgrader (the last `Name: message` line of its traceback), or ""."""
+    lines = [line.strip() for line in output.splitlines()]
+    return next((line for line in reversed(lines) if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)), "")
+
+
+def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int,
+                  memory_mb: int) -> subprocess.CompletedProcess:
+    """nbgrader in its own process group with a memory limit: on timeout the whole group is killed."""
+    def limit_memory():
+        if memory_mb:
+            resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
+
+    process = subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=limit_memory)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -239,11 +460,272 @@ def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int) -> sub
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def graded_cells(course: Path) -> list[str]:
-    """The graded cells of the assignment, in notebook order (from the source notebook)."""
-    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return [cell.metadata["nbgrader"]["grade_id"] for cell in notebook.cells
-            if cell.metadata.get("nbgrader", {}).get("grade")]
+# ---------------------------------------------------------------------------------------------
+# The row, the gradebook and the autograded notebook
+
+
+def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes: list[str], judged: verdict.Verdict,
+             run: NotebookRun, settings: Settings, before: dict, seconds: float) -> Graded:
+    """The row, the gradebook's scores and the autograded notebook, from the verdict and the notebook's run."""
+    points = {test: settings.points[test] if judged.tests[test].passed else 0.0 for test in settings.points}
+    scores = student_scores(submitted, points, settings.release, before)
+    kernel_scores = record_scores(course, student, scores)
+    status, run_note = _run_status(run)
+    messages = [*notes, run_note, *judged.load_problems,
+                *(f"{test}: {result.message.splitlines()[0]}" for test, result in judged.tests.items()
+                  if not result.passed and result.aborted),
+                *_disagreements(judged, kernel_scores, settings.points, run)]
+    grade = Grade(student, status, score=sum(points.values()), max_score=sum(settings.points.values()),
+                  manual_pending=any(needs for name, (_, _, needs) in scores.items() if name not in points),
+                  message=_join(*messages), tests=dict(points),
+                  seconds=seconds, flags=scan.scan_notebook(submitted))
+    autograded = read_autograded(course, student)
+    notebook = show_verdict(autograded or _bare(submitted), judged, settings.points, grade, kernel_scores,
+                            run_note if autograded is None else "")
+    write_autograded(course, student, notebook)
+    return Graded(grade, notebook, scores)
+
+
+def _run_status(run: NotebookRun) -> tuple[str, str]:
+    """The row's status and, if the notebook's own run went wrong, a sentence on it for the student."""
+    record = run.record or {}
+    tail = "; the auto-graded points come from the kit's checks of the code, which ran on their own"
+    if record.get("died"):
+        died = record["died"]
+        return "kernel_died", f"the notebook's kernel died in cell {died['label']} ({died['cause']}){tail}"
+    if record.get("timed_out") or run.killed:
+        where = (record.get("timed_out") or record.get("current") or {}).get("label", "?")
+        return "timeout", f"the notebook's own run was stopped at its time limit in cell {where}{tail}"
+    if run.error:
+        return "error", ("the notebook's own run could not start from the notebook as handed in: its cells did "
+                         f"not match the assignment's ({run.error}){tail}")
+    return "graded", ""
+
+
+def _disagreements(judged: verdict.Verdict, kernel: dict[str, float | None], points: dict[str, float],
+                   run: NotebookRun) -> list[str]:
+    """Tests whose visible check the notebook's own run judged otherwise than the kit: the kit's verdict stands."""
+    if run.error or (run.record or {}).get("died") or (run.record or {}).get("timed_out") or run.killed:
+        return []
+    out = []
+    for test, result in judged.tests.items():
+        if test not in kernel or kernel[test] is None or result.visible_passed is None:
+            continue
+        kernel_passed = kernel[test] >= points[test]
+        if kernel_passed != result.visible_passed:
+            seen = "passed" if kernel_passed else "failed"
+            out.append(f"{test}: the notebook's own run {seen} its visible check, the kit's grading "
+                       f"{'passed' if result.visible_passed else 'failed'} it; the kit's verdict stands")
+    return out
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], release: nbformat.NotebookNode,
+                   before: dict[str, tuple]) -> dict[str, tuple]:
+    """(auto_score, manual_score, needs_manual_grade) of every graded cell, as the gradebook must hold them.
+
+    The test cells get the verdict's points; a hand-graded cell gets nbgrader's own rule (an answer left as
+    handed out scores 0, any other waits for a person), computed here from the submission rather than read
+    back from a gradebook that kernels can write; a score a person gave before the batch is kept.
+    """
+    from nbgrader.utils import determine_grade
+
+    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells
+             if c.metadata.get("nbgrader", {}).get("grade")}
+    scores = {}
+    for original in release.cells:
+        name = original.metadata.get("nbgrader", {}).get("grade_id")
+        if not original.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        manual = before.get(name, (None, None, None))[1]
+        if name in points:
+            auto = points[name]
+        else:  # a cell the notebook lost counts as left as handed out, as nbgrader restores it
+            auto = determine_grade(cells.get(name, original))[0]
+        scores[name] = (auto, manual, manual is not None or auto is None)
+    return scores
+
+
+def read_scores(course: Path) -> dict[str, dict[str, tuple]]:
+    """Every student's graded cells in the gradebook: {student: {cell: (auto, manual, needs_manual_grade)}}."""
+    from nbgrader.api import Gradebook
+
+    def read():
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            out = {}
+            for student in gradebook.students:
+                try:
+                    notebook = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), ASSIGNMENT,
+                                                                  student.id)
+                except Exception:  # nbgrader's MissingEntry: a student without this assignment
+                    continue
+                out[student.id] = {g.name: (g.auto_score, g.manual_score, g.needs_manual_grade)
+                                   for g in notebook.grades}
+            return out
+
+    return _retry_locked(read)
+
+
+def record_scores(course: Path, student: str, scores: dict[str, tuple]) -> dict[str, float | None]:
+    """Write one student's scores right after the notebook's own run; return the auto scores that run gave.
+
+    A submission nbgrader could not record (its run failed before) is created first.
+    """
+    from nbgrader.api import Gradebook
+
+    def write():
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            notebook = _submission_notebook(gradebook, student)
+            ran = {g.name: None if g.auto_score is None else float(g.auto_score) for g in notebook.grades}
+            _set(notebook, scores)
+            gradebook.db.commit()
+            return ran
+
+    return _retry_locked(write)
+
+
+def write_scores(course: Path, scores: dict[str, dict[str, tuple]]) -> None:
+    """Set every listed student's graded cells (the batch's final pass), in one transaction."""
+    from nbgrader.api import Gradebook
+
+    def write():
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            for student, cells in scores.items():
+                _set(_submission_notebook(gradebook, student), cells)
+            gradebook.db.commit()
+
+    _retry_locked(write)
+
+
+def _set(notebook, scores: dict[str, tuple]) -> None:
+    for grade in notebook.grades:
+        if grade.name in scores:
+            grade.auto_score, grade.manual_score, grade.needs_manual_grade = scores[grade.name]
+
+
+def _submission_notebook(gradebook, student: str):
+    from nbgrader.api import MissingEntry
+
+    name = NOTEBOOK.removesuffix(".ipynb")
+    gradebook.update_or_create_student(student)
+    try:
+        return gradebook.find_submission_notebook(name, ASSIGNMENT, student)
+    except MissingEntry:
+        gradebook.update_or_create_submission(ASSIGNMENT, student)
+        return gradebook.find_submission_notebook(name, ASSIGNMENT, student)
+
+
+def _retry_locked(action):
+    """Run a gradebook action, waiting out a parallel job's write lock."""
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(DB_RETRIES):
+        try:
+            return action()
+        except OperationalError:
+            if attempt == DB_RETRIES - 1:
+                raise
+            time.sleep(1 + attempt)
+
+
+def autograded_path(course: Path, student: str) -> Path:
+    return course / "autograded" / student / ASSIGNMENT / NOTEBOOK
+
+
+def read_autograded(course: Path, student: str) -> nbformat.NotebookNode | None:
+    path = autograded_path(course, student)
+    return nbformat.read(path, as_version=4) if path.is_file() else None
+
+
+def write_autograded(course: Path, student: str, notebook: nbformat.NotebookNode) -> None:
+    path = autograded_path(course, student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+
+
+def _bare(submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The submission without grading metadata: what the feedback shows when nbgrader could not run it."""
+    notebook = copy.deepcopy(submitted)
+    for cell in notebook.cells:
+        cell.metadata.pop("nbgrader", None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return notebook
+
+
+def show_verdict(notebook: nbformat.NotebookNode, judged: verdict.Verdict, points: dict[str, float], grade: Grade,
+                 kernel: dict[str, float | None], run_note: str) -> nbformat.NotebookNode:
+    """The autograded notebook with the verdict closing each test cell's outputs (after what the notebook's own
+    run printed there), a summary on top and the staff's notes."""
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        test = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and test in judged.tests:
+            cell.outputs = [*cell.get("outputs", []), verdict_output(test, judged.tests[test], points[test])]
+    notebook.cells[:0] = [_role_cell("verdict", summary(judged, points, grade, run_note)),
+                          _role_cell("staff", staff_notes(grade, judged))]
+    return notebook
+
+
+def verdict_output(test: str, result: verdict.TestResult, points: float) -> nbformat.NotebookNode:
+    if result.passed:
+        detail = f": {result.message}" if result.message else ""
+        return nbformat.v4.new_output("stream", name="stdout",
+                                      text=f"The kit's grading of {test}: passed ({points:g} points){detail}\n")
+    return nbformat.v4.new_output("error", ename="CheckFailed", evalue=result.message,
+                                  traceback=[f"CheckFailed: {result.message}"])
+
+
+def summary(judged: verdict.Verdict, points: dict[str, float], grade: Grade, run_note: str) -> str:
+    """The feedback's opening cell: the score and each test's verdict, in the student's terms."""
+    lines = [f"**Auto-graded by the kit: {grade.score:g} / {grade.max_score:g} points.** Each test ran the kit's "
+             "checks (its visible cases and hidden ones) on your classes, outside your notebook's own run."]
+    if run_note or grade.message:
+        lines.append(f"\nNotes: {_plain(run_note or grade.message)}")
+    lines.append("")
+    for test, result in judged.tests.items():
+        outcome = "passed" if result.passed else "failed: " + _plain(result.message.splitlines()[0])
+        lines.append(f"- `{test}` ({points.get(test, 0):g} points): {outcome}")
+    if judged.not_run:
+        lines.append("\nTop-level statements in your cells that grading does not run (only imports, functions, "
+                     "classes and constants do):")
+        lines += [f"- {_plain(item)}" for item in judged.not_run]
+    return "\n".join(lines)
+
+
+def _plain(text: str) -> str:
+    """`text` shown as written in markdown (`__init__` would otherwise turn bold)."""
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
+
+
+def staff_notes(grade: Grade, judged: verdict.Verdict) -> str:
+    flags = grade.flags or ["none"]
+    return "\n".join(["**For staff only** (removed from the student's feedback).", "",
+                      "Static scan flags (advisory, no score changed):", *(f"- {f}" for f in flags)])
+
+
+def _role_cell(role: str, text: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(text)
+    cell.metadata[ROLE] = {"role": role}
+    return cell
+
+
+# ---------------------------------------------------------------------------------------------
+# grades.csv
+
+
+def write_csv(grades: list[Grade], path: Path, cells: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "score", "max_score", "manual_pending", "status", "message", "flags", "seconds",
+                         *cells])
+        for g in grades:
+            writer.writerow([g.student, g.score, g.max_score, g.manual_pending, g.status, g.message,
+                             " | ".join(g.flags), round(g.seconds, 1), *[g.tests.get(name, "") for name in cells]])
 
 
 def clear_course(course: Path) -> None:

@@ -57,11 +57,12 @@ def source_notebook(solution: Path) -> str:
     return solution.read_text().replace(INSTALL_TOKEN, course.install_spec())
 
 
-def generate_assignment(course: Path, solution: Path, timeout: int = 300) -> Path:
-    """nbgrader generate_assignment on `solution` in `course` (its config already written): the released notebook."""
+def generate_assignment(course: Path, source_text: str, timeout: int = 300) -> Path:
+    """nbgrader generate_assignment on the notebook `source_text` in `course` (its config already written):
+    the released notebook."""
     source = course / "source" / ASSIGNMENT
     source.mkdir(parents=True, exist_ok=True)
-    (source / NOTEBOOK).write_text(source_notebook(solution))
+    (source / NOTEBOOK).write_text(source_text)
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
                           cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout)
     released = course / "release" / ASSIGNMENT / NOTEBOOK
@@ -75,7 +76,7 @@ def render_release(solution: Path) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         course_dir = Path(tmp)
         write_course_config(course_dir)
-        notebook = nbformat.read(generate_assignment(course_dir, solution), as_version=4)
+        notebook = nbformat.read(generate_assignment(course_dir, source_notebook(solution)), as_version=4)
     notebook.metadata.pop("jupytext", None)
     text = nbformat.writes(notebook) + "\n"
     leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]

@@ -77,15 +77,15 @@ class Outcome:
 
 
 def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
-                 timeout: int = 900, only: list[str] | None = None, progress=print) -> list[Outcome]:
-    """Grade the solution, the blank release and the catalogue; one Outcome per submission."""
+                 timeout: int | None = None, only: list[str] | None = None, jobs: int = 1,
+                 progress=print) -> list[Outcome]:
+    """Grade the solution, the blank release and the catalogue in one batch; one Outcome per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
-    os.environ["SPECDEC_SELFTEST"] = "1"  # inherited by the grading kernels: test_speedup times one repeat
+    os.environ["SPECDEC_SELFTEST"] = "1"  # the grader's speed test times one repeat
     grading.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
-    grading.prepare_course(course, solution.resolve())
-    grading.prepare_zoo()
+    settings = grading.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue
@@ -94,16 +94,16 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     for entry in entries:
         nbformat.write(make_submission(solution, entry), submissions / f"{entry.name}.ipynb")
     (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
-    points = _points(course)
-    auto_cells = [c for c in grading.graded_cells(course) if c.startswith("test_")]
+    blank = Entry("blank", "the release as handed out", fails=frozenset(settings.points), message="NotImplementedError")
+    entries.append(blank)
     feedback_dir = workdir / "feedback"
-    blank = Entry("blank", "the release as handed out", fails=frozenset(auto_cells), message="NotImplementedError")
+    batch = [grading.Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
+    grades = grading.grade_all(course, batch, settings, feedback_dir,
+                               progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []
-    for entry in [*entries, blank]:
-        submission = grading.Submission(entry.name, submissions / f"{entry.name}.ipynb")
-        result = grading.grade(course, submission, autograder_dir.parent, timeout, feedback_dir)
-        judged = [c for c in auto_cells if c not in entry.unsure]
-        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < points[c])
+    for entry, result in zip(entries, grades):
+        judged = [c for c in settings.points if c not in entry.unsure]
+        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < settings.points[c])
         expected = sorted(entry.fails - entry.unsure)
         problems = _feedback_problems(feedback_dir / f"{entry.name}.html", entry.message)
         if result.status != "graded" or result.message:  # an error, or feedback withheld for a leak
@@ -118,10 +118,14 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     return outcomes
 
 
+def _row(result) -> grading.Grade:
+    return result.grade if isinstance(result, grading.Graded) else result
+
+
 def _feedback_problems(page: Path, message: str) -> list[str]:
     """What is wrong with a submission's feedback page: missing, or without the bug's message.
 
-    Leaks are checked where the page is written (feedback.write_feedback withholds a leaking page).
+    Leaks are checked where the page is written (feedback.CleanFeedback and generate_feedback withhold it).
     """
     if not page.is_file():
         return [f"no feedback page at {page}"]
@@ -129,10 +133,3 @@ def _feedback_problems(page: Path, message: str) -> list[str]:
     if message and message not in text:
         return [f"feedback does not show {message!r}"]
     return []
-
-
-def _points(course: Path) -> dict[str, float]:
-    """Points of every graded cell, by grade_id, from the course's source notebook (read once)."""
-    notebook = nbformat.read(course / "source" / "speculative_decoding" / "speculative_decoding.ipynb", 4)
-    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
-            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
