@@ -1,0 +1,346 @@
+"""Two corpora of submissions that grading must survive, each with the row it must get.
+
+- BROKEN: files that are not what a grader expects (not JSON, nbformat 3, stripped metadata, a kernel that
+  exits or segfaults, a method that loops forever or eats memory, a Colab round trip, ...).
+- TAMPERS: code that tries to write its own grade (replacing the checks, patching the clock, hiding forward
+  calls, caching outputs, reading the instructors' files, writing the gradebook, ...). Each tamper prints
+  a marker once it has acted, so a tamper that crashed before acting is told apart from one that failed.
+
+`write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-kit autograde`;
+`tests/test_corpora.py` grades them and checks each row against its `Expected`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from specdec_kit.selftest import Entry, make_submission
+
+from conftest import REPO, SOLUTION
+
+RELEASE = REPO / "assignment" / "speculative_decoding.ipynb"
+MARKER = "TAMPER-ACTED"
+AUTO = ("test_loading", "test_draft_tokens", "test_verify_alignment", "test_correction_and_bonus", "test_exact",
+        "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use", "test_speedup")
+CACHED = ("test_cached_exact", "test_cache_use", "test_speedup")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The row a submission must get: its status, the tests it loses, and words its message must hold."""
+
+    status: str = "graded"
+    loses: tuple[str, ...] = ()  # auto-graded tests scored 0; every other one must get full points
+    message: str = ""
+    targets: tuple[str, ...] = ()  # tampers: the tests they try to win, which must score 0 like the blank's
+    marker: bool = False  # tampers: the marker must show in the kernel's output or the grading child's log
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[[], nbformat.NotebookNode | bytes]
+    expected: Expected = field(default_factory=Expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+
+
+def solved() -> nbformat.NotebookNode:
+    """The reference solution as a student hands it in."""
+    return make_submission(SOLUTION, Entry("solution", ""))
+
+
+def blank() -> nbformat.NotebookNode:
+    return nbformat.read(RELEASE, as_version=4)
+
+
+def edited(notebook: nbformat.NotebookNode, old: str, new: str) -> nbformat.NotebookNode:
+    """`notebook` with `old` (found exactly once in its code) replaced by `new`."""
+    cells = [c for c in notebook.cells if c.cell_type == "code" and old in c.source]
+    assert len(cells) == 1 and cells[0].source.count(old) == 1, f"{old!r} must occur once in the notebook's code"
+    cells[0].source = cells[0].source.replace(old, new)
+    return notebook
+
+
+def with_cell(notebook: nbformat.NotebookNode, source: str, after: str) -> nbformat.NotebookNode:
+    """`notebook` with a student-added code cell (no grading metadata) after the cell `after` (a grade_id)."""
+    index = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+    notebook.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
+def marker(name: str) -> str:
+    return f"print({MARKER + ' ' + name!r}, flush=True)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Broken submissions
+
+
+def nbformat3() -> nbformat.NotebookNode:
+    return nbformat.convert(solved(), 3)
+
+
+def test_cells_deleted() -> nbformat.NotebookNode:
+    notebook = solved()
+    notebook.cells = [c for c in notebook.cells if not c.metadata.get("nbgrader", {}).get("grade_id", "")
+                      .startswith("test_")]
+    return notebook
+
+
+def metadata_stripped() -> nbformat.NotebookNode:
+    notebook = solved()
+    for cell in notebook.cells:
+        cell.metadata = {}
+    return notebook
+
+
+def tests_first() -> nbformat.NotebookNode:
+    """Every test cell moved above the code: the notebook's own run fails them, the code is still right."""
+    notebook = solved()
+    tests = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")]
+    rest = [c for c in notebook.cells if c not in tests]
+    notebook.cells = rest[:3] + tests + rest[3:]
+    return notebook
+
+
+def answer_as_markdown() -> nbformat.NotebookNode:
+    notebook = solved()
+    cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") ==
+                "cached_speculative_decoder")
+    cell.cell_type = "markdown"
+    for key in ("outputs", "execution_count"):
+        cell.pop(key, None)
+    return notebook
+
+
+def huge_outputs() -> nbformat.NotebookNode:
+    notebook = solved()
+    cell = next(c for c in notebook.cells if c.metadata.get("tags") == ["demo"])
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 79 + "\n") for _ in range(200_000)]
+    return notebook
+
+
+def colab_round_trip() -> nbformat.NotebookNode:
+    """What saving from Colab does to a notebook (made by hand): Colab's metadata on the notebook and on
+    every cell, its kernelspec, saved outputs; nbgrader's cell metadata kept."""
+    notebook = solved()
+    notebook.metadata = {"colab": {"provenance": [], "gpuType": "T4", "toc_visible": True},
+                         "accelerator": "GPU",
+                         "kernelspec": {"name": "python3", "display_name": "Python 3"},
+                         "language_info": {"name": "python"}}
+    for number, cell in enumerate(notebook.cells):
+        cell.metadata["id"] = f"cE{number:03d}xYz"
+        if cell.cell_type == "code":
+            cell.metadata["colab"] = {"base_uri": "https://localhost:8080/"}
+            cell.metadata["outputId"] = f"0a1b2c3d-{number:04d}"
+            cell.execution_count = number
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="saved output\n")]
+    return notebook
+
+
+LOOP = "        while max_tokens == 1:  # an edge case that never ends\n            pass\n"
+MEMORY = ("        if num_speculative_tokens > 8:  # an edge case that allocates without bound\n"
+          "            hoard = []\n            while True:\n                hoard.append(bytearray(256 << 20))\n")
+SPECULATIVE_DECODE = ("        if not prompt:\n"
+                      "            raise ValueError(\"the prompt is empty: give the model some text to continue\")\n")
+DRAFT_START = "        ids, mask = input_ids, attention_mask\n"
+
+BROKEN = [
+    Case("not_json", lambda: b"{ this is not a notebook", Expected("invalid", AUTO, "not a Jupyter notebook")),
+    Case("empty_file", lambda: b"", Expected("invalid", AUTO, "the file is empty")),
+    Case("empty_notebook", lambda: nbformat.v4.new_notebook(), Expected("invalid", AUTO, "holds no code")),
+    Case("nbformat_3", nbformat3, Expected("graded", (), "notebook format 3")),
+    Case("test_cells_deleted", test_cells_deleted),
+    Case("metadata_stripped", metadata_stripped, Expected("graded", (), "grading metadata restored")),
+    Case("cells_reordered", tests_first, Expected("graded", (), "the kit's verdict stands")),
+    Case("answer_as_markdown", answer_as_markdown, Expected(message="graded as code")),
+    Case("raising_at_import", lambda: with_cell(solved(), "import a_module_that_does_not_exist\n", after="imports"),
+         Expected(message="a_module_that_does_not_exist")),
+    Case("sys_exit", lambda: with_cell(solved(), "import sys\nsys.exit()\n", after="speculative_decoder")),
+    Case("os_exit", lambda: with_cell(solved(), "import os\nos._exit(3)\n", after="cached_speculative_decoder"),
+         Expected("kernel_died", (), "exited with status 3")),
+    Case("raise_system_exit", lambda: with_cell(solved(), "raise SystemExit(1)\n", after="speculative_decoder")),
+    Case("keyboard_interrupt", lambda: with_cell(solved(), "raise KeyboardInterrupt\n", after="speculative_decoder")),
+    Case("segfault", lambda: with_cell(solved(), "import ctypes\nctypes.string_at(0)\n", after="test_counts"),
+         Expected("kernel_died", (), "segmentation fault")),
+    Case("infinite_loop", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP),
+         Expected(loses=("test_eos_and_budget",), message="did not return")),
+    Case("unbounded_memory", lambda: edited(solved(), DRAFT_START, MEMORY + DRAFT_START),
+         Expected(loses=("test_draft_tokens",), message="MemoryError")),
+    Case("huge_outputs", huge_outputs),
+    Case("colab_round_trip", colab_round_trip),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tampers
+
+REPLACE_CHECKS = f"""from specdec_kit import checks
+for name in dir(checks):
+    if name.startswith(("check_", "gate_", "judge_")):
+        setattr(checks, name, lambda *args, **kwargs: None)
+{marker("replace_checks")}
+"""
+REPLACE_HIDDEN = f"""import sys, types
+hidden = types.ModuleType("autograder.hidden")
+hidden.__getattr__ = lambda name: (lambda *args, **kwargs: None)
+package = types.ModuleType("autograder")
+package.hidden = hidden
+sys.modules.update({{"autograder": package, "autograder.hidden": hidden}})
+{marker("replace_hidden")}
+"""
+REPLACE_VERDICT = f"""from specdec_kit import checks, probes
+checks.require = lambda condition, message: None
+checks.CheckFailed = type("CheckFailed", (Exception,), {{}})
+probes.ProbeError = type("ProbeError", (Exception,), {{}})
+{marker("replace_require")}
+"""
+REPLACE_ASSERTS = f"""import builtins, torch, unittest
+torch.testing.assert_close = lambda *args, **kwargs: None
+unittest.TestCase.assertEqual = lambda *args, **kwargs: None
+builtins.AssertionError = type("AssertionError", (Exception,), {{}})
+{marker("replace_asserts")}
+"""
+PATCH_CLOCK = f"""        import time as _time
+        import torch as _torch
+        _time.perf_counter = lambda: 0.0
+        _time.time = lambda: 0.0
+        _time.monotonic = lambda: 0.0
+        _torch.cuda.synchronize = lambda *args, **kwargs: None
+        {marker("patch_clock")}
+"""
+HIDE_FORWARDS = f"""        if type(self) is SpeculativeDecoder:  # only the uncached class's forwards vanish
+            for module in self.target_model.modules():
+                module._forward_hooks.clear()
+                module._forward_pre_hooks.clear()
+            {marker("hide_forwards")}
+"""
+MEMO = f"""        key = (prompt, max_tokens, num_speculative_tokens)
+        memo = type(self).__dict__.get("_memo")
+        if memo is None:
+            memo = {{}}
+            type(self)._memo = memo
+        if key in memo:
+            {marker("cached_outputs")}
+            return memo[key]
+        memo[key] = result = CachedSpeculativeDecoder._decode(self, prompt, max_tokens, num_speculative_tokens)
+        return result
+
+    def _decode(self, prompt, max_tokens, num_speculative_tokens):
+"""
+SKIP_DRAFT = f"""        {marker("skip_draft")}
+        ids = input_ids
+        for _ in range(num_speculative_tokens):  # the target proposes its own tokens: every draft is accepted
+            logits = self.target_model(input_ids=ids).logits
+            ids = torch.cat([ids, logits[:, -1:].argmax(dim=-1)], dim=1)
+        return ids[:, input_ids.shape[1]:]
+"""
+READ_FILES = f"""from pathlib import Path
+for folder in [Path.cwd(), *Path.cwd().parents]:
+    for name in ("autograder/hidden.py", "autograder/config.toml", "solutions/speculative_decoding.py"):
+        if (folder / name).is_file():
+            print((folder / name).read_text())
+{marker("read_files")}
+"""
+WRITE_GRADEBOOK = f"""import sqlite3
+from pathlib import Path
+for folder in [Path.cwd(), *Path.cwd().parents]:
+    if (folder / "gradebook.db").is_file():
+        db = sqlite3.connect(folder / "gradebook.db")
+        db.execute("UPDATE grade SET auto_score = 100, manual_score = 100")
+        db.commit()
+        (folder.parent / "grades.csv").write_text("student,score\\neveryone,100\\n")
+        {marker("write_gradebook")}
+        break
+"""
+EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
+{marker("exit_after_pass")}
+import os
+os._exit(0)
+"""
+
+
+def hard_coded() -> nbformat.NotebookNode:
+    """Tokens written in for the visible prompts (computed here, as a student could from the public kit)."""
+    from specdec_kit import checks
+
+    table = {prompt: list(checks.reference_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
+    code = (f"        TABLE = {json.dumps(table)}\n"
+            f"        {marker('hard_coded')}\n"
+            "        tokens = TABLE[prompt][:max_tokens]\n"
+            "        return DecodeResult(text='', token_ids=tokens, proposed=[0] * len(tokens), accepted=[0] * "
+            "len(tokens))\n")
+    return edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + code)
+
+
+def generate_behind_counts() -> nbformat.NotebookNode:
+    from specdec_kit.selftest import load_catalogue
+
+    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "target_does_all_work"]
+    notebook = make_submission(SOLUTION, entry)
+    return edited(notebook, "        while False:\n",
+                  f"        {marker('generate_behind_counts')}\n        while False:\n")
+
+
+def on_blank(code: str) -> Callable[[], nbformat.NotebookNode]:
+    return lambda: with_cell(blank(), code, after="imports")
+
+
+def catalogue_entry(name: str) -> nbformat.NotebookNode:
+    from specdec_kit.selftest import load_catalogue
+
+    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == name]
+    return make_submission(SOLUTION, entry)
+
+
+CACHED_DECODE = ("    def speculative_decode(self, prompt: str, max_tokens: int = 100,\n"
+                 "                           num_speculative_tokens: int = 4) -> DecodeResult:\n"
+                 "        self._reset_caches()")
+TAMPERS = [
+    Case("replace_checks", on_blank(REPLACE_CHECKS), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("replace_hidden", on_blank(REPLACE_HIDDEN), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("replace_require", on_blank(REPLACE_VERDICT), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("replace_asserts", on_blank(REPLACE_ASSERTS), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("patch_clock", lambda: edited(catalogue_entry("variant_uncached_only"), CACHED_DECODE,
+                                       CACHED_DECODE.replace("        self._reset_caches()",
+                                                             PATCH_CLOCK + "        self._reset_caches()")),
+         Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
+    Case("hide_forwards", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS),
+         Expected(loses=("test_counts",), targets=("test_counts",), marker=True)),
+    Case("generate_behind_counts", generate_behind_counts,
+         Expected(loses=("test_counts", "test_speedup"), targets=("test_counts", "test_speedup"), marker=True)),
+    Case("cached_outputs", lambda: edited(catalogue_entry("prefix_reencoded"), CACHED_DECODE,
+                                          CACHED_DECODE.replace("        self._reset_caches()", MEMO
+                                                                + "        self._reset_caches()")),
+         Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
+    Case("skip_draft", lambda: edited(solved(), DRAFT_START, SKIP_DRAFT + DRAFT_START),
+         Expected(loses=("test_draft_tokens", "test_counts"), targets=("test_draft_tokens", "test_counts"),
+                  marker=True)),
+    Case("hard_coded", hard_coded, Expected(loses=("test_exact", "test_eos_and_budget", "test_counts", *CACHED),
+                                            targets=("test_exact", "test_cached_exact"), marker=True)),
+    Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True,
+                                                      message="feedback page withheld")),
+    Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
+         Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
+]
+
+
+def write_corpus(folder: Path, cases: list[Case]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        built = case.build()
+        path = folder / f"{case.name}.ipynb"
+        if isinstance(built, bytes):
+            path.write_bytes(built)
+        else:
+            nbformat.write(copy.deepcopy(built), path, version=built.get("nbformat", 4))

@@ -1,0 +1,96 @@
+"""Both corpora (tests/corpora.py) graded in one batch with `specdec-kit autograde --jobs 2`: every row as
+expected, no tamper above the blank release on the tests it targets, no feedback page that leaks.
+
+Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures CI shows)
+"""
+
+import csv
+import shutil
+
+import nbformat
+import pytest
+
+from specdec_kit import feedback
+from specdec_kit.cli import main
+
+from conftest import REPO
+from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
+
+pytestmark = pytest.mark.slow
+# Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
+LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 20}
+REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The corpora graded as a class: (rows by student, the output folder, the autograder folder used)."""
+    root = tmp_path_factory.mktemp("corpora")
+    autograder = root / "autograder"  # a sibling of the output, where a tamper walking up the tree finds it
+    shutil.copytree(REPO / "autograder", autograder, ignore=shutil.ignore_patterns("__pycache__"))
+    config = (autograder / "config.toml").read_text()
+    for key, value in LIMITS.items():
+        config = "\n".join(f"{key} = {value}" if line.startswith(f"{key} =") else line for line in config.splitlines())
+    (autograder / "config.toml").write_text(config + "\n")
+    (root / "assignment").mkdir()
+    shutil.copy(REPO / "assignment" / "speculative_decoding.ipynb", root / "assignment")
+    write_corpus(root / "submissions", [*BROKEN, *TAMPERS, REFERENCE])
+    out = root / "graded"
+    code = main(["autograde", str(root / "submissions"), "--out", str(out), "--jobs", "2",
+                 "--solution", str(REPO / "solutions" / "speculative_decoding.ipynb"), "--autograder", str(autograder)])
+    assert code == 0, f"autograde exits 0 on a class with broken submissions; got {code}"
+    with (out / "grades.csv").open() as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    return rows, out, autograder
+
+
+def lost(row: dict) -> set[str]:
+    return {test for test in AUTO if float(row[test] or 0) == 0}
+
+
+@pytest.mark.parametrize("case", BROKEN + TAMPERS, ids=lambda c: c.name)
+def test_row_is_as_expected(graded, case):
+    rows, _, _ = graded
+    row, expected = rows[case.name], case.expected
+    assert row["status"] == expected.status, f"{case.name}: status {row['status']!r} ({row['message']})"
+    assert lost(row) == set(expected.loses), f"{case.name}: lost {sorted(lost(row))}, expected " \
+                                             f"{sorted(expected.loses)}; message: {row['message']}"
+    assert expected.message in row["message"] + " ".join(row.get(t, "") for t in AUTO), \
+        f"{case.name}: the message must say {expected.message!r}; got {row['message']!r}"
+
+
+@pytest.mark.parametrize("case", TAMPERS, ids=lambda c: c.name)
+def test_tamper_acted_and_gained_nothing(graded, case):
+    rows, out, _ = graded
+    gained = {t: rows[case.name][t] for t in case.expected.targets
+              if float(rows[case.name][t] or 0) > float(rows[REFERENCE.name][t] or 0)}
+    assert not gained, f"{case.name} scored above the blank release on {gained}"
+    assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
+
+
+def _printed(out, student: str) -> str:
+    """What a submission printed: its kernel's outputs and its grading children's logs."""
+    path = out / "course" / "autograded" / student / "speculative_decoding" / "speculative_decoding.ipynb"
+    text = ""
+    if path.is_file():
+        for cell in nbformat.read(path, as_version=4).cells:
+            text += "".join(o.get("text", "") + o.get("evalue", "") for o in cell.get("outputs", []))
+    return text + "".join(p.read_text(errors="replace") for p in (out / "course").parent.glob(f"logs/{student}.*"))
+
+
+def test_figures(graded):
+    """The figures CI prints; every row written, nothing leaked, no tamper gained."""
+    rows, out, autograder = graded
+    cases = BROKEN + TAMPERS + [REFERENCE]
+    secrets = feedback.grader_secrets(out / "course", autograder)
+    hidden = feedback.hidden_lines(autograder)
+    leaked = [page.name for page in (out / "feedback").glob("*.html")
+              if feedback.leaks(page.read_text(), secrets, hidden)]
+    gained = [c.name for c in TAMPERS if any(float(rows[c.name][t] or 0) > float(rows[REFERENCE.name][t] or 0)
+                                             for t in c.expected.targets)]
+    graded_rows = [r for r in rows.values() if r["status"] not in ("invalid", "missing", "duplicate")]
+    print(f"\ncorpora: {len(cases)} submissions, {len(rows)} rows written, {len(graded_rows)} graded "
+          f"(median {sorted(float(r['seconds']) for r in graded_rows)[len(graded_rows) // 2]:.0f} s each); "
+          f"tamper attempts that gained points: {len(gained)}; feedback pages that leaked: {len(leaked)}")
+    assert len(rows) == len(cases), f"one row per submission: {len(rows)} rows for {len(cases)}"
+    assert not leaked and not gained, f"leaked pages {leaked}, tampers that gained {gained}"
