@@ -22,7 +22,12 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/specdec-kit build-notebook --check solutions/speculative_decoding.py
 	$(VENV)/bin/specdec-kit release --check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+# The slow tests: both grading corpora graded as a class (the figures printed), and the timed verdict.
+.PHONY: test-slow
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -s -m slow
 
 # CI's second leg: the decoder and crop_to tests again on the newest transformers 4.x (Colab may run 4.x).
 TRANSFORMERS4 := 4.57.6
@@ -44,4 +49,4 @@ test-transformers4: $(STAMP) $(STAMP4)
 # The kit proves itself: real nbgrader autograding of the solution, the blank release and the catalogue.
 .PHONY: selftest
 selftest: $(STAMP)
-	$(VENV)/bin/specdec-kit selftest
+	$(VENV)/bin/specdec-kit selftest --jobs 2

@@ -39,6 +39,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.config.loader import PyFileConfigLoader
 
+from .adapters import is_test_cell
 from .nbgrader_ext import _import_name, _list_setting
 from .release import ASSIGNMENT, BEGIN_HIDDEN, END_HIDDEN, FORBIDDEN_TEXT, NOTEBOOK, nbgrader_env
 
@@ -67,11 +68,6 @@ class FeedbackError(RuntimeError):
 
 # ---------------------------------------------------------------------------------------------
 # Cleaning one notebook
-
-
-def _is_test_cell(cell: nbformat.NotebookNode) -> bool:
-    nbgrader = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and nbgrader.get("grade", False) and not nbgrader.get("solution", False)
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
@@ -115,7 +111,7 @@ def clean_for_feedback(notebook: nbformat.NotebookNode, secrets: list[str]) -> n
     """A copy of `notebook` without staff cells and hidden-test regions, tracebacks reduced, secrets scrubbed."""
     cleaned = copy.deepcopy(notebook)
     cleaned.cells = [cell for cell in cleaned.cells if not _is_staff_cell(cell)]
-    test_cells = {cell.get("execution_count") for cell in cleaned.cells if _is_test_cell(cell)}
+    test_cells = {cell.get("execution_count") for cell in cleaned.cells if is_test_cell(cell)}
     for cell in cleaned.cells:
         cell.source = _HIDDEN_REGION.sub("", cell.source)
         for output in cell.get("outputs", []):

@@ -55,7 +55,6 @@ STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing", "
 DB_RETRIES = 4
 GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
-ROLE = "specdec"  # cell metadata key of the cells the kit adds to an autograded notebook
 
 
 class GradingSetupError(RuntimeError):
@@ -666,7 +665,7 @@ def show_verdict(notebook: nbformat.NotebookNode, judged: verdict.Verdict, point
         if cell.cell_type == "code" and test in judged.tests:
             cell.outputs = [*cell.get("outputs", []), verdict_output(test, judged.tests[test], points[test])]
     notebook.cells[:0] = [_role_cell("verdict", summary(judged, points, grade, run_note)),
-                          _role_cell("staff", staff_notes(grade, judged))]
+                          _role_cell(feedback.STAFF_ROLE, staff_notes(grade))]
     return notebook
 
 
@@ -701,7 +700,7 @@ def _plain(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
 
 
-def staff_notes(grade: Grade, judged: verdict.Verdict) -> str:
+def staff_notes(grade: Grade) -> str:
     flags = grade.flags or ["none"]
     return "\n".join(["**For staff only** (removed from the student's feedback).", "",
                       "Static scan flags (advisory, no score changed):", *(f"- {f}" for f in flags)])
@@ -709,7 +708,7 @@ def staff_notes(grade: Grade, judged: verdict.Verdict) -> str:
 
 def _role_cell(role: str, text: str) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_markdown_cell(text)
-    cell.metadata[ROLE] = {"role": role}
+    cell.metadata[feedback.ROLE_KEY] = {"role": role}
     return cell
 
 
