@@ -149,3 +149,52 @@ def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
         planned = [(f.__module__.rsplit(".", 1)[-1].replace("specdec_hidden_checks", "hidden"), f.__name__,
                     class_name) for f in test_checks]
         assert planned == calls, f"{test}: the plan runs {planned}, the cell calls {calls}"
+
+
+def test_children_leave_no_working_folder_behind(plan):
+    """Each child works in a folder of its own, removed with it, also when it was killed mid-check."""
+    import tempfile
+    from pathlib import Path
+
+    def folders():
+        return set(Path(tempfile.gettempdir()).glob("specdec-child-*"))
+
+    before = folders()
+    crash = "        import os\n        os._exit(1)\n"
+    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + crash),
+                           dataclasses.replace(plan, tests={"test_exact": plan.tests["test_exact"]}))
+    assert "exited (status 1)" in judged.tests["test_exact"].message, judged.tests["test_exact"].message
+    assert folders() == before, f"left behind: {sorted(folders() - before)}"
+
+
+def test_a_timing_waits_for_checks_in_flight_and_holds_back_new_ones():
+    """Parallel jobs: no check of another job runs while a speed test is timed, and a check's wait is not
+    counted against its time limit."""
+    import threading
+    import time
+
+    from specdec_kit.isolation import Quiet
+
+    quiet, log = Quiet(patience=5), []
+
+    def check(name: str, seconds: float):
+        with quiet.check() as waited:
+            log.append((name, "start", round(waited, 1)))
+            time.sleep(seconds)
+            log.append((name, "end", None))
+
+    first = threading.Thread(target=check, args=("in flight", 0.3))
+    first.start()
+    time.sleep(0.05)
+    with quiet.timing():
+        log.append(("timing", "start", None))
+        later = threading.Thread(target=check, args=("later", 0.0))
+        later.start()
+        time.sleep(0.3)
+        log.append(("timing", "end", None))
+    later.join()
+    first.join()
+    order = [(name, event) for name, event, _ in log]
+    assert order == [("in flight", "start"), ("in flight", "end"), ("timing", "start"), ("timing", "end"),
+                     ("later", "start"), ("later", "end")], f"events out of order: {log}"
+    assert log[4][2] >= 0.2, f"the later check waited for the timing and is told so; got {log[4]}"

@@ -24,12 +24,15 @@ code; a container per submission is that.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,7 +67,7 @@ class Child:
         self.cells, self.threads, self.memory_mb, self.log = cells, threads, memory_mb, log
         self.load_problems: list[str] = []
         self.classes: list[str] = []
-        self._process = self._conn = None
+        self._process = self._conn = self._workdir = None
 
     def request(self, request: dict, seconds: float, limit: str = "") -> list[dict]:
         """Send `request` and return its events (through `done`), or raise ChildFailed after `seconds`
@@ -78,8 +81,9 @@ class Child:
         ctx = context()
         self._conn, child_end = ctx.Pipe(duplex=True)
         log = str(self.log) if self.log else os.devnull
+        self._workdir = tempfile.mkdtemp(prefix="specdec-child-")  # made and removed here: the child is killed
         self._process = ctx.Process(target=_child_main, args=(child_end, self.cells, self.threads, self.memory_mb,
-                                                                log), daemon=True)
+                                                                log, self._workdir), daemon=True)
         self._process.start()
         child_end.close()
         [loaded] = [e for e in self._events(time.monotonic() + LOAD_SECONDS, f"{LOAD_SECONDS} s") if
@@ -130,7 +134,9 @@ class Child:
             self._process.join(5)
         if self._conn is not None:
             self._conn.close()
-        self._process = self._conn = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+        self._process = self._conn = self._workdir = None
 
 
 def _named(call: dict | None) -> str:
@@ -149,30 +155,73 @@ def _death(error: BaseException, code: int | None) -> str:
     return f"the process exited (status {code})" if code is not None else "the process stopped answering"
 
 
+class Quiet:
+    """Timing runs while no check of this process is in flight: parallel grading jobs share the machine, and a
+    speed test measured beside another job's checks measures the contention. A check waits while a timing
+    runs (its time limit does not count the wait); a timing waits up to `patience` seconds for the checks
+    in flight to finish."""
+
+    def __init__(self, patience: float = 30):
+        self._changed = threading.Condition()
+        self._timing, self._checks, self._patience = False, 0, patience
+
+    @contextlib.contextmanager
+    def check(self):
+        """Yields the seconds spent waiting for a timing to end."""
+        started = time.monotonic()
+        with self._changed:
+            self._changed.wait_for(lambda: not self._timing)
+            self._checks += 1
+        try:
+            yield time.monotonic() - started
+        finally:
+            with self._changed:
+                self._checks -= 1
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def timing(self):
+        with self._changed:
+            self._changed.wait_for(lambda: not self._timing)
+            self._timing = True
+            self._changed.wait_for(lambda: self._checks == 0, timeout=self._patience)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._timing = False
+                self._changed.notify_all()
+
+
+QUIET = Quiet()
+
+
 class ChildRunner:
     """A `checks` runner whose probes run in `child` on its class `class_name`: one check's runner, all of
-    whose requests together get `seconds` from its creation."""
+    whose requests together get `seconds` from its creation, not counting waits for another job's timing."""
 
     def __init__(self, child: Child, class_name: str, seconds: float = 60):
         self.child, self.class_name, self.seconds = child, class_name, seconds
         self.deadline = time.monotonic() + seconds
 
     def run(self, request: dict):
-        left = max(self.deadline - time.monotonic(), 0.0)
-        return assemble(self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s"))
+        with QUIET.check() as waited:
+            self.deadline += waited
+            left = max(self.deadline - time.monotonic(), 0.0)
+            return assemble(self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s"))
 
 
 # ---------------------------------------------------------------------------------------------
 # The child's side
 
 
-def _child_main(conn, cells: list[tuple[str, str]], threads: int, memory_mb: int, log: str) -> None:
+def _child_main(conn, cells: list[tuple[str, str]], threads: int, memory_mb: int, log: str, workdir: str) -> None:
     send, dumps = conn.send_bytes, json.dumps  # bound before any student code runs
 
     def emit(event: dict) -> None:
         send(dumps(event, default=str).encode())
 
-    _isolate(memory_mb, log)
+    _isolate(memory_mb, log, workdir)
     set_threads(threads)
     from .adapters import run_definitions
 
@@ -196,7 +245,7 @@ def _child_main(conn, cells: list[tuple[str, str]], threads: int, memory_mb: int
         run_probe(request, decoder_class, emit, capture=True)
 
 
-def _isolate(memory_mb: int, log: str) -> None:
+def _isolate(memory_mb: int, log: str, workdir: str) -> None:
     """Own process group, a memory limit, output to the log, no instructor folders in reach of imports."""
     import resource
 
@@ -207,7 +256,6 @@ def _isolate(memory_mb: int, log: str) -> None:
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
-    workdir = tempfile.mkdtemp(prefix="specdec-child-")
     os.chdir(workdir)
     sys.path[:] = [p for p in sys.path if p and not any((Path(p) / f).exists() for f in INSTRUCTOR_FOLDERS)]
     os.environ.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -25,7 +25,7 @@ import nbformat
 
 from . import checks
 from .adapters import cells_to_consider, not_run
-from .isolation import Child, ChildFailed, ChildRunner
+from .isolation import QUIET, Child, ChildFailed, ChildRunner
 from .probes import ProbeError, assemble
 
 SPEED_TEST = "test_speedup"
@@ -159,7 +159,7 @@ def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Pa
             timed("notebook", prompt, timing["max_new"])
         if before_timing:
             before_timing()
-        with checks.timing_lock():
+        with checks.timing_lock(), QUIET.timing():
             speed, first = {}, {}
             order = list(requests)
             for repeat in range(timing["repeats"]):
