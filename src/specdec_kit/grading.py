@@ -246,10 +246,26 @@ def grade_all(course: Path, submissions: list[Submission], settings: Settings, f
         futures = {pool.submit(grade, course, s, settings, before.get(s.student, {})): i
                    for i, s in enumerate(submissions)}
         for future in as_completed(futures):
-            results[futures[future]] = future.result()
+            index = futures[future]
+            results[index] = _result(future, submissions[index], course.parent / "logs")
             if progress:
-                progress(results[futures[future]])
+                progress(results[index])
     return finish(course, results, feedback_dir, before)
+
+
+def _result(future, submission: Submission, log_dir: Path) -> Graded | Grade:
+    """A job's result; a failure of the grader itself costs that row (status `error`, traceback in the logs),
+    never the batch."""
+    try:
+        return future.result()
+    except Exception as e:
+        import traceback
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"{submission.student}.error.log"
+        log.write_text("".join(traceback.format_exception(e)))
+        return Grade(submission.student, "error", message=f"the grader failed on this submission "
+                                                          f"({type(e).__name__}: {e}); grade it again, see {log}")
 
 
 def finish(course: Path, results: list[Graded | Grade], feedback_dir: Path, before: dict) -> list[Grade]:
@@ -260,7 +276,10 @@ def finish(course: Path, results: list[Graded | Grade], feedback_dir: Path, befo
     write_scores(course, {**before, **{item.grade.student: item.scores for item in graded}})
     for item in graded:
         write_autograded(course, item.grade.student, item.notebook)
-    withheld = feedback.generate_feedback(course, feedback_dir, [g.grade.student for g in graded]) if graded else {}
+    try:
+        withheld = feedback.generate_feedback(course, feedback_dir, [g.grade.student for g in graded])
+    except Exception as e:  # the scores stand without pages: `specdec-kit feedback` can render them later
+        withheld = {g.grade.student: f"rendering the pages failed ({type(e).__name__}: {e})" for g in graded}
     grades = [r.grade if isinstance(r, Graded) else r for r in results]
     for grade in grades:
         if withheld.get(grade.student):
