@@ -74,6 +74,17 @@ def test_tamper_acted_and_gained_nothing(graded, case):
     assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
 
 
+def test_the_notebooks_own_run_meets_the_memory_limit(graded):
+    """A cell that allocates without bound gets a MemoryError in the kernel, which goes on to the end."""
+    _, out, _ = graded
+    path = out / "course" / "autograded" / "unbounded_memory" / "speculative_decoding" / "speculative_decoding.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    hoard = next(c for c in cells if c.cell_type == "code" and c.source.startswith("hoard = []"))
+    assert [o.get("ename") for o in hoard.outputs] == ["MemoryError"], f"outputs: {hoard.outputs}"
+    stopped = [o.ename for c in cells for o in c.get("outputs", []) if o.get("ename") in ("NotRun", "KernelDied")]
+    assert not stopped, f"the kernel survives the MemoryError and runs every later cell; got {stopped}"
+
+
 def _printed(out, student: str) -> str:
     """What a submission printed: its kernel's outputs and its grading children's logs."""
     path = out / "course" / "autograded" / student / "speculative_decoding" / "speculative_decoding.ipynb"

@@ -1,15 +1,18 @@
 """GPU paths: fp16 by default on CUDA, and exactness up to the first near-tie (margin reported).
 Skipped, saying why, where there is no GPU (CI never has one)."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from specdec_kit import checks
+from specdec_kit import verdict
 from specdec_kit.checks import NEAR_TIE
 from specdec_kit.demo import first_mismatch
 from specdec_kit.prompts import load_prompts
 
-from conftest import target_greedy
+from conftest import REPO, target_greedy
+from corpora import solved
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI and this kit's "
                                 "CPU machines have none")
@@ -30,8 +33,11 @@ def test_fp16_on_cuda_matches_target_up_to_near_ties(solution_classes, tiny_dirs
         )
 
 
-def test_speedup_check_times_synthetic_pythia_in_fp16(solution_classes, monkeypatch):
+def test_grader_times_synthetic_pythia_in_fp16(monkeypatch):
     """As the grader runs it on a GPU (no hub): synthetic-pythia in fp16, the reference clear of the bar."""
     monkeypatch.setenv("SPECDEC_GRADING", "1")
-    measured = checks.check_speedup(solution_classes["CachedSpeculativeDecoder"])
-    assert measured["pair"] == "synthetic-pythia" and measured["dtype"] == "float16"
+    full = verdict.load_plan(REPO / "autograder")
+    plan = dataclasses.replace(full, tests={verdict.SPEED_TEST: full.tests[verdict.SPEED_TEST]}, check_seconds=600)
+    result = verdict.judge(solved(), plan)
+    assert result.tests[verdict.SPEED_TEST].passed, result.tests[verdict.SPEED_TEST].message
+    assert result.speed["pair"] == "synthetic-pythia" and result.speed["dtype"] == "float16", result.speed
