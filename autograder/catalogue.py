@@ -7,9 +7,10 @@ show. `unsure` (optional) lists timed tests whose outcome is too close to the th
 either way; the selftest does not judge them. Bugs come from the course's reports (shared/COURSE.md);
 variants are correct code written differently from the reference, which no test may fail.
 
-test_speedup: decoders with working caches measure 1.00-1.40x HF assisted generation on the CPU
-pair, one that re-encodes the prefix 0.55-0.61x and one without caches 0.49-0.55x, against a bar of 0.75x
-(autograder/config.toml), so both sides are expected, not `unsure`. Bugs that break the round count
+test_speedup: decoders with working caches measure 1.00-1.13x HF assisted generation on the CPU
+pair as the grader times them (selftest, two jobs at once), one that re-encodes the prefix and one
+without caches 0.40x, against a bar of 0.75x (autograder/config.toml), so both sides are expected, not
+`unsure`. Bugs that break the round count
 or the output lose it without being timed.
 """
 

@@ -111,8 +111,9 @@ pip install -e .            # the support package and its dependencies
 jupyter lab {NOTEBOOK}
 ```
 
-Submit the notebook file ({NOTEBOOK}) as your course asks. Grading runs the same test cells, with
-hidden cases on other prompts and models, and the kit's own timers and counters.
+Submit the notebook file ({NOTEBOOK}) as your course asks. Grading runs the same checks as the test
+cells, with hidden cases on other prompts and models and the kit's own timers and counters, on your
+classes outside your notebook: only the imports, functions, classes and constants of your cells are kept.
 """
 
 
