@@ -3,20 +3,19 @@
 Example run: python -m pytest tests/ -q
 """
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from specdec_kit import demo, zoo
+from specdec_kit import reference, settings, zoo
 from specdec_kit.adapters import load_decoder_classes
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTION = REPO / "solutions" / "speculative_decoding.ipynb"
 DECODER_NAMES = ["SpeculativeDecoder", "CachedSpeculativeDecoder"]
 
-torch.set_num_threads(int(os.environ.get("SPECDEC_TEST_THREADS", "2")))
+torch.set_num_threads(settings.test_threads())
 
 
 @pytest.fixture(scope="session")
@@ -48,4 +47,4 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
-    return demo.target_greedy(decoder.target_model, ids, max_new_tokens)
+    return reference.target_greedy(decoder.target_model, ids, max_new_tokens)

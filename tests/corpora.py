@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit.selftest import Entry, make_submission
+from specdec_kit.course.catalogue import Entry, make_submission
 
 from conftest import REPO, SOLUTION
 
@@ -274,9 +274,9 @@ os._exit(0)
 
 def hard_coded() -> nbformat.NotebookNode:
     """Tokens written in for the visible prompts (computed here, as a student could from the public kit)."""
-    from specdec_kit import checks
+    from specdec_kit import checks, reference
 
-    table = {prompt: list(checks.reference_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
+    table = {prompt: list(reference.zoo_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
     code = (f"        TABLE = {json.dumps(table)}\n"
             f"        {marker('hard_coded')}\n"
             "        tokens = TABLE[prompt][:max_tokens]\n"
@@ -286,7 +286,7 @@ def hard_coded() -> nbformat.NotebookNode:
 
 
 def generate_behind_counts() -> nbformat.NotebookNode:
-    from specdec_kit.selftest import load_catalogue
+    from specdec_kit.course.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "target_does_all_work"]
     notebook = make_submission(SOLUTION, entry)
@@ -299,7 +299,7 @@ def on_blank(code: str) -> Callable[[], nbformat.NotebookNode]:
 
 
 def catalogue_entry(name: str) -> nbformat.NotebookNode:
-    from specdec_kit.selftest import load_catalogue
+    from specdec_kit.course.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == name]
     return make_submission(SOLUTION, entry)

@@ -7,9 +7,11 @@ import jsonschema
 import pytest
 
 from specdec_kit import bench
-from specdec_kit.bench import Outcome, acceptance_figures, leviathan_speedup, rounds_from_target_calls
+from specdec_kit.bench import rounds_from_target_calls
 from specdec_kit.cli import main
-from specdec_kit.counting import ForwardCall
+from specdec_kit.result import Acceptance, DecodeResult, acceptance
+from specdec_kit.theory import leviathan_speedup
+from specdec_kit.timing import ForwardCall
 
 from conftest import REPO
 
@@ -68,16 +70,24 @@ def test_schema_rejects_a_bad_document(tiny_run):
         bench.validate(broken)
 
 
-def test_acceptance_figures_define_alpha_and_rate():
+def test_acceptance_defines_alpha_and_rate_once():
     # Rounds: 4 of 4 accepted, 1 of 4 (a rejection), 2 of 3 cut short by the budget (a rejection).
-    outcome = Outcome(token_ids=list(range(10)), proposed=[4, 4, 3], accepted=[4, 1, 2])
-    figures = acceptance_figures(outcome)
-    assert figures["acceptance_rate"] == pytest.approx(7 / 11)
-    assert figures["alpha"] == pytest.approx(7 / 9)
-    assert figures["tokens_per_round"] == pytest.approx(10 / 3)
-    # A final round that ended at EOS inside the draft is not a rejection.
-    eos = acceptance_figures(Outcome(list(range(7)), proposed=[4, 4], accepted=[4, 2], ended_at_eos=True))
-    assert eos["rejections"] == 0 and eos["alpha"] == 1.0
+    drafts = acceptance([4, 4, 3], [4, 1, 2], tokens=10, ended_at_eos=False)
+    assert drafts.rate == pytest.approx(7 / 11), f"rate = accepted / proposed = 7/11, got {drafts.rate}"
+    assert drafts.alpha == pytest.approx(7 / 9), f"alpha = accepted / (accepted + rejections) = 7/9, got {drafts.alpha}"
+    assert drafts.tokens_per_round == pytest.approx(10 / 3), f"10 tokens in 3 rounds, got {drafts.tokens_per_round}"
+    eos = acceptance([4, 4], [4, 2], tokens=7, ended_at_eos=True)
+    assert (eos.rejections, eos.alpha) == (0, 1.0), f"a final round cut short by EOS is no rejection; got {eos}"
+    total = drafts + eos
+    assert (total.proposed, total.accepted, total.rejections) == (19, 13, 2), f"decodes add up; got {total}"
+
+
+def test_nothing_proposed_gives_no_rate_anywhere():
+    """The empty case has one answer for the notebook's result and the benchmark's figures: None."""
+    empty = Acceptance()
+    assert (empty.rate, empty.alpha, empty.tokens_per_round) == (None, None, None), empty
+    result = DecodeResult("", [7], proposed=[0], accepted=[0])
+    assert result.acceptance_rate is None and result.tokens_per_round == 1.0, result.acceptance()
 
 
 def test_rounds_read_off_a_cached_target():

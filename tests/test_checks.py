@@ -9,8 +9,8 @@ import torch
 
 from specdec_kit import checks
 from specdec_kit.adapters import load_notebook
-from specdec_kit.counting import ForwardCall
 from specdec_kit.result import DecodeResult
+from specdec_kit.timing import ForwardCall
 
 from conftest import REPO, SOLUTION
 

@@ -10,8 +10,8 @@ import shutil
 import nbformat
 import pytest
 
-from specdec_kit import feedback
 from specdec_kit.cli import main
+from specdec_kit.course import feedback
 
 from conftest import REPO
 from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus

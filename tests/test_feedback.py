@@ -22,8 +22,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.api import Gradebook
 
-from specdec_kit import feedback
-from specdec_kit.feedback import (
+from specdec_kit.course import feedback
+from specdec_kit.course.feedback import (
     PENDING,
     SCRUBBED,
     clean_for_feedback,
@@ -33,7 +33,7 @@ from specdec_kit.feedback import (
     hidden_lines,
     leaks,
 )
-from specdec_kit.release import (
+from specdec_kit.course.nbgrader import (
     ASSIGNMENT,
     BEGIN_HIDDEN,
     END_HIDDEN,

@@ -1,7 +1,7 @@
 """Behaviour counted from outside the decoder: forward calls and the input length of each."""
 
 from specdec_kit import zoo
-from specdec_kit.counting import ForwardRecorder
+from specdec_kit.timing import ForwardRecorder
 
 from conftest import target_greedy
 

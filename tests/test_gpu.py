@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 import torch
 
-from specdec_kit import verdict
 from specdec_kit.checks import NEAR_TIE
-from specdec_kit.demo import first_mismatch
+from specdec_kit.course import verdict
 from specdec_kit.prompts import load_prompts
+from specdec_kit.reference import first_mismatch
 
 from conftest import REPO, target_greedy
 from corpora import solved

@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from specdec_kit import grading, release
+from specdec_kit.course import grading, release
+from specdec_kit.course import nbgrader as course_nbgrader
 
 from conftest import REPO, SOLUTION
 from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, solved
@@ -115,7 +116,7 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
 
 
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(release, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    monkeypatch.setattr(course_nbgrader, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
     with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
         grading.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
 

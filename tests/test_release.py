@@ -6,8 +6,9 @@ import zipfile
 
 import pytest
 
-from specdec_kit import checks, release
+from specdec_kit import checks
 from specdec_kit.adapters import load_decoder_classes
+from specdec_kit.course import release
 
 from conftest import REPO
 

@@ -6,8 +6,8 @@ Example run: python -m pytest tests/test_scan.py -q
 import nbformat
 import pytest
 
-from specdec_kit.release import BEGIN_HIDDEN, END_HIDDEN
-from specdec_kit.scan import scan_notebook, scan_source
+from specdec_kit.course.nbgrader import BEGIN_HIDDEN, END_HIDDEN
+from specdec_kit.course.scan import scan_notebook, scan_source
 
 from conftest import REPO, SOLUTION
 
@@ -21,8 +21,8 @@ TAMPERING = [
     # 1. Writing to the kit, reaching for the grader.
     ("from specdec_kit import checks\nchecks.check_exact = lambda *a: None", "specdec_kit.checks.check_exact"),
     ("import specdec_kit.checks\nspecdec_kit.checks.require = print", "specdec_kit.checks.require"),
-    ("from specdec_kit.counting import ForwardRecorder\nForwardRecorder._after = None",
-     "changes specdec_kit.counting.ForwardRecorder._after"),
+    ("from specdec_kit.timing import ForwardRecorder\nForwardRecorder._after = None",
+     "changes specdec_kit.timing.ForwardRecorder._after"),
     ("import specdec_kit.checks as c\nc.PROMPTS += ('x',)", "changes specdec_kit.checks.PROMPTS"),
     ("from specdec_kit import checks\ndel checks.check_exact", "changes specdec_kit.checks.check_exact"),
     ("from specdec_kit import checks\nsetattr(checks, 'check_exact', print)", "changes specdec_kit.checks.check_exact"),
@@ -84,7 +84,7 @@ TAMPERING = [
     ("import torch\ntorch.nn.modules.module._global_forward_hooks.clear()", "uses _global_forward_hooks"),
     ("self.target_model.register_forward_hook(hook)", "uses register_forward_hook"),
     ("self.draft_model.register_forward_pre_hook(hook)", "uses register_forward_pre_hook"),
-    ("from specdec_kit.counting import ForwardRecorder", "imports ForwardRecorder"),
+    ("from specdec_kit.timing import ForwardRecorder", "imports ForwardRecorder"),
     ("from specdec_kit import counting\nrecorder = counting.ForwardRecorder(model)", "uses ForwardRecorder"),
     # 6. Files outside the submission's folder.
     ("text = open('/etc/passwd').read()", "open('/etc/passwd') reaches outside"),

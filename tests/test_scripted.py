@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specdec_kit import zoo
-from specdec_kit.checks import predict_rounds
+from specdec_kit.reference import predict_rounds
 
 from conftest import target_greedy
 

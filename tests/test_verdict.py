@@ -9,7 +9,8 @@ import dataclasses
 import nbformat
 import pytest
 
-from specdec_kit import checks, verdict
+from specdec_kit import checks
+from specdec_kit.course import verdict
 
 from conftest import REPO
 from corpora import (
@@ -103,7 +104,7 @@ def test_a_method_cannot_rewrite_the_judge(plan):
                               "self.target_tokenizer(prompt, return_tensors=\"pt\")")
     judged = verdict.judge(notebook, plan)
     assert {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"} <= lost(judged)
-    assert checks.require.__module__ == "specdec_kit.checks", "the grading process's checks are untouched"
+    assert checks.require.__module__ == "specdec_kit.checks.core", "the grading process's checks are untouched"
 
 
 @pytest.mark.slow
@@ -146,8 +147,8 @@ def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
             assert calls == [("checks", "check_speedup", class_name)] and test_checks == [checks.gate_rounds], \
                 f"{test}: the grader gates with checks.gate_rounds, then times; the cell calls {calls}"
             continue
-        planned = [(f.__module__.rsplit(".", 1)[-1].replace("specdec_hidden_checks", "hidden"), f.__name__,
-                    class_name) for f in test_checks]
+        planned = [("checks" if f.__module__.startswith("specdec_kit.checks") else "hidden", f.__name__, class_name)
+                   for f in test_checks]
         assert planned == calls, f"{test}: the plan runs {planned}, the cell calls {calls}"
 
 
@@ -173,7 +174,7 @@ def test_a_timing_waits_for_checks_in_flight_and_holds_back_new_ones():
     import threading
     import time
 
-    from specdec_kit.isolation import Quiet
+    from specdec_kit.course.isolation import Quiet
 
     quiet, log = Quiet(patience=5), []
 

@@ -30,10 +30,12 @@ import transformers
 from tqdm.auto import tqdm
 
 from .cache import crop_to
-from .counting import ForwardRecorder
-from .demo import synchronize, target_greedy, timed
 from .loading import load_model
 from .prompts import Prompt
+from .reference import target_greedy
+from .result import Acceptance, acceptance
+from .theory import forward_bound_speedup, leviathan_speedup
+from .timing import ForwardRecorder, synchronize, timed
 
 SCHEMA_VERSION = 1
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "notebook")
@@ -48,7 +50,7 @@ class HFKMismatchError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Decoded:
     """One decode: its new tokens and, for speculative methods, per-round proposed/accepted drafts."""
 
     token_ids: list[int]
@@ -72,9 +74,9 @@ class Setup:
 # The four methods
 
 
-def run_target_greedy(setup: Setup, prompt: str, max_new: int, k: int | None) -> Outcome:
+def run_target_greedy(setup: Setup, prompt: str, max_new: int, k: int | None) -> Decoded:
     ids = encode(setup, prompt)
-    return Outcome(target_greedy(setup.target, ids, max_new))
+    return Decoded(target_greedy(setup.target, ids, max_new))
 
 
 def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
@@ -85,7 +87,7 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
     config.assistant_confidence_threshold = 0.0
 
 
-def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
+def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Decoded:
     ids = encode(setup, prompt)
     pin_assistant_k(setup.draft, k)
     with ForwardRecorder(setup.target) as calls:
@@ -96,7 +98,7 @@ def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
     if max(proposed) != min(k, max_new - 1):
         raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
                                f"{max(proposed)} draft tokens per round: {proposed}")
-    return Outcome(tokens, proposed, accepted)
+    return Decoded(tokens, proposed, accepted)
 
 
 def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[list[int], list[int]]:
@@ -112,10 +114,10 @@ def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[l
 
 
 def run_decoder(method: str) -> Callable:
-    def run(setup: Setup, prompt: str, max_new: int, k: int) -> Outcome:
+    def run(setup: Setup, prompt: str, max_new: int, k: int) -> Decoded:
         result = setup.decoders[method].speculative_decode(prompt, max_new, k)
         eos = setup.tokenizer.eos_token_id
-        return Outcome(list(result.token_ids), list(result.proposed), list(result.accepted),
+        return Decoded(list(result.token_ids), list(result.proposed), list(result.accepted),
                        ended_at_eos=bool(result.token_ids) and result.token_ids[-1] == eos)
     return run
 
@@ -132,27 +134,14 @@ def encode(setup: Setup, prompt: str) -> torch.Tensor:
 # Measuring
 
 
-def acceptance_figures(outcome: Outcome) -> dict:
-    """acceptance rate, alpha and tokens per round of one speculative decode.
-
-    A rejection is a round that accepted fewer drafts than it proposed, except a final round that
-    ended the text at EOS (its drafts after EOS were never emitted, not rejected). Rounds that
-    proposed no draft (the budget left room for the target's token only) count toward neither.
-    """
-    proposed, accepted = sum(outcome.proposed), sum(outcome.accepted)
-    rejections = sum(a < p for a, p in zip(outcome.accepted, outcome.proposed))
-    if outcome.ended_at_eos and outcome.accepted[-1] < outcome.proposed[-1]:
-        rejections -= 1
-    rounds = len(outcome.proposed)
-    return {
-        "acceptance_rate": accepted / proposed if proposed else None,
-        "alpha": accepted / (accepted + rejections) if accepted + rejections else None,
-        "tokens_per_round": len(outcome.token_ids) / rounds if rounds else None,
-        "rounds": rounds, "accepted": accepted, "proposed": proposed, "rejections": rejections,
-    }
+def acceptance_figures(drafts: Acceptance) -> dict:
+    """The row's acceptance columns (bench_schema.json): rate, alpha, tokens per round and the counts."""
+    return {"acceptance_rate": drafts.rate, "alpha": drafts.alpha, "tokens_per_round": drafts.tokens_per_round,
+            "rounds": drafts.rounds, "accepted": drafts.accepted, "proposed": drafts.proposed,
+            "rejections": drafts.rejections}
 
 
-def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new: int) -> tuple[Outcome, dict]:
+def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new: int) -> tuple[Decoded, dict]:
     """Run one method once, timed, with both models' forwards counted and timed by hooks."""
     with ForwardRecorder(_model_of(setup, method, "target")) as target_calls, \
             ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
@@ -168,7 +157,8 @@ def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new: i
     if outcome.proposed is None:
         row.update(acceptance_rate=None, alpha=None, tokens_per_round=None)
     else:
-        row.update(acceptance_figures(outcome))
+        row.update(acceptance_figures(acceptance(outcome.proposed, outcome.accepted, len(outcome.token_ids),
+                                                 outcome.ended_at_eos)))
     return outcome, row
 
 
@@ -203,13 +193,6 @@ def micro_benchmark(setup: Setup, k_values: list[int], context_len: int = CONTEX
     }
 
 
-def leviathan_speedup(alpha: float, k: int, c: float) -> float:
-    """Expected speedup of Leviathan et al. (2023): (1 - a^(k+1)) / ((1 - a)(k c + 1))."""
-    if alpha >= 1:
-        return (k + 1) / (k * c + 1)
-    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
-
-
 def summarize(rows: list[dict], micro: dict) -> list[dict]:
     """One entry per method and k: medians, paired speedups and the theory beside them."""
     table = pd.DataFrame(rows)
@@ -232,17 +215,15 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
             "identical_all": bool(group.identical_to_target.all()),
         }
         if k is not None:
-            accepted, proposed = group.accepted.sum(), group.proposed.sum()
-            rejections = group.rejections.sum()
-            alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
-            per_round = group.new_tokens.sum() / group.rounds.sum()
+            drafts = Acceptance(int(group.proposed.sum()), int(group.accepted.sum()), int(group.rejections.sum()),
+                                int(group.rounds.sum()), int(group.new_tokens.sum()))
             verify = micro["target_verify"].get(str(k))
             entry.update({
-                "acceptance_rate": float(accepted / proposed) if proposed else None,
-                "alpha": float(alpha), "tokens_per_round": float(per_round),
-                "predicted_speedup": leviathan_speedup(alpha, k, c),
-                "forward_bound_speedup": float(per_round * greedy_s_per_token / (k * micro["draft_1"] + verify))
-                if verify else None,
+                "acceptance_rate": drafts.rate, "alpha": drafts.alpha, "tokens_per_round": drafts.tokens_per_round,
+                "predicted_speedup": None if drafts.alpha is None else leviathan_speedup(drafts.alpha, k, c),
+                "forward_bound_speedup": forward_bound_speedup(drafts.tokens_per_round, greedy_s_per_token, k,
+                                                               micro["draft_1"], verify)
+                if verify and drafts.tokens_per_round else None,
             })
         summary.append(entry)
     return summary

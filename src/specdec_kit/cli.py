@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +20,6 @@ from pathlib import Path
 import torch
 
 from .adapters import load_decoder_classes
-from .release import ReleaseError
 
 DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
 
@@ -147,7 +147,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def cmd_build_notebook(args: argparse.Namespace) -> int:
-    from .notebooks import build_notebook, ipynb_path, notebook_is_current
+    from .course.notebooks import build_notebook, ipynb_path, notebook_is_current
 
     for script in args.scripts:
         if args.check:
@@ -161,7 +161,7 @@ def cmd_build_notebook(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from . import release
+    from .course import release
 
     solution, out_dir = Path(args.solution), Path(args.out)
     if args.check:
@@ -181,7 +181,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_selftest(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .selftest import run_selftest
+    from .course.selftest import run_selftest
 
     _check_grading_options(args)
     outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
@@ -198,7 +198,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 def cmd_autograde(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from . import grading
+    from .course import grading
 
     _check_grading_options(args)
     roster = Path(args.roster).read_text().split() if args.roster else None
@@ -240,7 +240,7 @@ def _check_grading_options(args: argparse.Namespace) -> None:
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from . import feedback
+    from .course import feedback
 
     graded = Path(args.graded)
     course = graded / "course"
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.set_verbosity_error()
     try:
         return args.func(args)
-    except (ValueError, OSError, ReleaseError) as e:  # bad input or a failed tool: one clear line
+    except (ValueError, OSError, subprocess.SubprocessError) as e:  # bad input or a failed tool: one clear line
         print(f"specdec-kit {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -25,7 +25,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from . import course, zoo
+from . import settings, zoo
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +90,13 @@ def default_pair(device: str | torch.device, timing: bool = False) -> str:
     While grading (SPECDEC_GRADING=1) `tiny`, so that a notebook's demo cells take seconds, unless the
     pair is for `timing` (test_speedup): that needs a pair of realistic sizes, offline when grading.
     """
-    if course.grading() and not timing:
+    if settings.grading() and not timing:
         log.info("grading: using the offline pair tiny")
         return "tiny"
     if torch.device(device).type != "cuda":
         log.info("no GPU: using the offline pair synthetic-small")
         return "synthetic-small"
-    if course.grading():
+    if settings.grading():
         log.info("grading: using the offline pair synthetic-pythia")
         return "synthetic-pythia"
     if not hub_reachable():
@@ -124,7 +124,7 @@ def model_source(name: str) -> tuple[str, dict]:
         return str(path), {}
     if path.exists() or name.startswith((".", "/", "~")):
         raise ModelNotFoundError(f"{name!r} is neither a model directory nor a .gguf file")
-    if course.grading():
+    if settings.grading():
         raise ModelNotFoundError(f"{name!r}: grading runs offline and loads no hub model; use zoo:<pair>/<role>")
     if not hub_reachable():
         # Only the local hub cache can help; never let from_pretrained retry a dead network.

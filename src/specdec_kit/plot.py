@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .bench import leviathan_speedup
+from .theory import leviathan_speedup
 
 STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "notebook": ("tab:blue", "o")}
 

@@ -33,9 +33,9 @@ from functools import cache
 
 import torch
 
-from . import zoo
-from .counting import ForwardCall, describe_call
+from . import settings, zoo
 from .result import DecodeResult
+from .timing import ForwardCall, describe_call
 
 ROLES = ("target", "draft")
 Emit = Callable[[dict], None]
@@ -60,7 +60,7 @@ def pair_dirs(pair: str) -> tuple[str, str]:
 
 def set_threads(threads: int | None = None) -> None:
     """Pin torch's CPU threads (default $SPECDEC_THREADS, else 2): unpinned threads crawl under load."""
-    torch.set_num_threads(threads or int(os.environ.get("SPECDEC_THREADS", "2")))
+    torch.set_num_threads(threads or settings.threads())
 
 
 def build(decoder_class: type, pair: str, device: str = "cpu"):
@@ -299,8 +299,8 @@ def run_baseline(request: dict, emit: Emit) -> None:
     (cases `[prompt, max_new, k]`) and `margin` (cases `[prompt, expected, got]`: the target's top-2 logit
     margin where `got` leaves `expected`)."""
     from . import bench
-    from .demo import first_mismatch
     from .loading import default_dtype, resolve_pair
+    from .reference import first_mismatch
 
     key = (request["pair"], request.get("device", "cpu"))
     if key not in _setups:

@@ -37,6 +37,7 @@ import transformers
 from filelock import FileLock
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
 
+from . import settings
 from .tokenizer import EOS_TOKEN, VOCAB_SIZE, build_tokenizer
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,7 @@ def cache_root() -> Path:
 
     Keyed by the transformers major version, so a 4.x environment never loads files a 5.x one wrote.
     """
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specdec-kit"
-    base = Path(os.environ.get("SPECDEC_KIT_CACHE", default))
-    return base / "zoo" / f"transformers{transformers.__version__.split('.')[0]}"
+    return settings.cache_dir() / "zoo" / f"transformers{transformers.__version__.split('.')[0]}"
 
 
 def materialize(pair: str) -> tuple[Path, Path]:

@@ -4,7 +4,7 @@ ends, a demo cell, and the run record each leaves behind.
 One throwaway course is shared by the module; each behaviour is one student's submission, autograded once
 (about 8 s each) the first time a test asks for it.
 
-Example run: python -m pytest tests/test_nbgrader_ext.py -q
+Example run: python -m pytest tests/test_preprocessors.py -q
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config.loader import PyFileConfigLoader
 
-from specdec_kit import nbgrader_ext
-from specdec_kit.nbgrader_ext import GuardedExecute, SkipDemoCells, autograde_config, read_run_record
-from specdec_kit.release import nbgrader_env
+from specdec_kit.course import preprocessors
+from specdec_kit.course.nbgrader import autograde_config, nbgrader_env
+from specdec_kit.course.preprocessors import GuardedExecute, SkipDemoCells, read_run_record
 
 NOTEBOOK_TIMEOUT = 8  # seconds for all cells of a notebook: the endless loop is stopped by this
 CELL_TIMEOUT = 60  # longer than the budget, so a stop within it can only come from the budget
@@ -100,7 +100,7 @@ def autograde(course: Path, student: str, answer: str) -> Graded:
     submitted.parent.mkdir(parents=True)
     nbformat.write(notebook, submitted)
     record = course / f"record-{student}.json"
-    env = {**nbgrader_env(), nbgrader_ext.RECORD_ENV: str(record)}
+    env = {**nbgrader_env(), preprocessors.RECORD_ENV: str(record)}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "ps", "--student", student, "--create",
                            "--force"], cwd=course, env=env, capture_output=True, text=True, timeout=AUTOGRADE_TIMEOUT)
@@ -124,7 +124,7 @@ def assert_not_run_after(result: Graded, index: int, reason: str) -> None:
         errors = result.errors(later)
         assert [e.ename for e in errors] == ["NotRun"], f"cell {later} should be NotRun, has {errors}"
         assert reason in errors[0].evalue, f"NotRun of cell {later} should say {reason!r}: {errors[0].evalue!r}"
-    expected = [nbgrader_ext.cell_label(cell, i) for i, cell in enumerate(result.notebook.cells) if i > index]
+    expected = [preprocessors.cell_label(cell, i) for i, cell in enumerate(result.notebook.cells) if i > index]
     assert result.record["not_run"] == expected, f"record's not_run should be {expected}: {result.record}"
 
 
@@ -141,12 +141,13 @@ def test_config_swaps_execute_and_adds_demo_skip(tmp_path):
     (tmp_path / "nbgrader_config.py").write_text("\n".join(["c = get_config()", *lines]) + "\n")
     config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
     autograde = config.Autograde.autograde_preprocessors
-    assert autograde[0] == "specdec_kit.nbgrader_ext.GuardedExecute", f"Execute must be replaced first: {autograde}"
+    assert autograde[0] == "specdec_kit.course.preprocessors.GuardedExecute", f"Execute replaced first: {autograde}"
     assert not any(name.endswith(".Execute") for name in autograde), f"nbgrader's Execute must be gone: {autograde}"
     assert any(name.endswith(".SaveAutoGrades") for name in autograde), f"SaveAutoGrades must stay: {autograde}"
     sanitize = config.Autograde.sanitize_preprocessors
     skip, overwrite = (sanitize.index(f"{module}.{name}") for module, name in [
-        ("specdec_kit.nbgrader_ext", "SkipDemoCells"), ("nbgrader.preprocessors.overwritecells", "OverwriteCells")])
+        ("specdec_kit.course.preprocessors", "SkipDemoCells"),
+        ("nbgrader.preprocessors.overwritecells", "OverwriteCells")])
     assert skip > overwrite, f"demo cells should be skipped after OverwriteCells restores locked cells: {sanitize}"
     assert config.GuardedExecute.notebook_timeout == 600 and config.GuardedExecute.timeout == 300, \
         f"both time limits should be set: {config.GuardedExecute}"
@@ -166,7 +167,7 @@ def test_read_run_record_missing_or_garbled(tmp_path):
     (-15, "signal 15"), (None, "no exit status"),
 ])
 def test_death_cause_names_status_or_signal(returncode, words):
-    cause = nbgrader_ext.death_cause(returncode)
+    cause = preprocessors.death_cause(returncode)
     assert words in cause, f"exit status {returncode} should be explained with {words!r}, got {cause!r}"
 
 
@@ -175,7 +176,7 @@ def test_graded_demo_cell_still_runs():
     notebook.cells[TEST].metadata["tags"] = ["demo"]  # a student's attempt to skip the test cell
     skipped, _ = SkipDemoCells().preprocess(notebook, {})
     assert "assert answer == 42" in skipped.cells[TEST].source, "a graded cell tagged demo must keep its source"
-    assert skipped.cells[DEMO].source == nbgrader_ext.DEMO_STUB, "an ungraded demo cell should become the stub"
+    assert skipped.cells[DEMO].source == preprocessors.DEMO_STUB, "an ungraded demo cell should become the stub"
 
 
 def test_cell_timeout_is_the_smaller_of_cell_and_budget():
@@ -190,7 +191,7 @@ def test_cell_timeout_is_the_smaller_of_cell_and_budget():
 
 def test_unwritable_record_does_not_stop_grading(tmp_path):
     execute = GuardedExecute(record_file=str(tmp_path / "missing" / "record.json"))
-    execute.run_record = nbgrader_ext.RunRecord(execute.record_file, cells=1)
+    execute.run_record = preprocessors.RunRecord(execute.record_file, cells=1)
     execute._save()  # must log, not raise
     assert not (tmp_path / "missing").exists(), "no record can be written into a missing directory"
 
@@ -226,7 +227,7 @@ def test_demo_cell_is_replaced_and_not_run(graded):
     result = graded("normal")
     assert_graded(result)
     demo = result.notebook.cells[DEMO]
-    assert demo.source == nbgrader_ext.DEMO_STUB, f"the demo cell should be replaced by the stub: {demo.source!r}"
+    assert demo.source == preprocessors.DEMO_STUB, f"the demo cell should be replaced by the stub: {demo.source!r}"
     assert not result.errors(DEMO), f"the demo cell raises if it runs, so it must not have: {demo.outputs}"
 
 

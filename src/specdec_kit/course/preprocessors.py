@@ -1,7 +1,7 @@
 """nbgrader preprocessors that keep one bad submission from costing a whole autograde run.
 
-The course's nbgrader_config.py names them (lines from `autograde_config`); nbgrader imports this module
-in its own process, so it needs the `instructor` extra (nbgrader) and is never imported by a notebook.
+The course's nbgrader_config.py names them (lines from `nbgrader.autograde_config`); nbgrader imports this
+module in its own process, so it needs the `instructor` extra (nbgrader) and is never imported by a notebook.
 
 - `SkipDemoCells` (sanitize stage, before any kernel starts): a code cell tagged "demo" (benchmarks,
   plots: minutes of work, no points) is replaced by a comment, so grading never runs it.
@@ -36,12 +36,13 @@ from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from nbgrader.converters.autograde import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode, default
 
-RECORD_ENV = "SPECDEC_RUN_RECORD"
-DEMO_TAG = "demo"
+from .. import settings
+from ..adapters import DEMO_TAG
+
+RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
 # nbclient reads a timeout of 0 as "no limit": a budget that is all but spent still needs a positive limit.
 MIN_CELL_TIMEOUT = 0.1
@@ -52,31 +53,6 @@ SIGNAL_HINTS = {
     signal.SIGBUS: "bus error (signal 7), a crash in native code",
 }
 
-
-def autograde_config(notebook_timeout: int, cell_timeout: int) -> list[str]:
-    """Lines of nbgrader_config.py: nbgrader's default autograde preprocessors with this module's swapped in.
-
-    The defaults are read from the installed nbgrader and written out by name, so the config says exactly
-    what runs. `notebook_timeout` bounds the whole notebook (0: no bound), `cell_timeout` each cell.
-    """
-    traits = Autograde.class_traits()
-    sanitize = [_import_name(p) for p in traits["sanitize_preprocessors"].default()]
-    sanitize.append(_import_name(SkipDemoCells))  # after OverwriteCells, which restores locked cells' source
-    autograde = [_import_name(GuardedExecute if p is Execute else p)
-                 for p in traits["autograde_preprocessors"].default()]
-    return [*_list_setting("c.Autograde.sanitize_preprocessors", sanitize),
-            *_list_setting("c.Autograde.autograde_preprocessors", autograde),
-            f"c.GuardedExecute.notebook_timeout = {int(notebook_timeout)}",
-            f"c.GuardedExecute.timeout = {int(cell_timeout)}"]
-
-
-def _import_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _list_setting(name: str, items: list[str]) -> list[str]:
-    """`name = [...]` over several lines, one item a line, so the config file stays readable."""
-    return [f"{name} = [", *(f"    {item!r}," for item in items), "]"]
 
 
 def read_run_record(path: str | os.PathLike) -> dict | None:
@@ -191,7 +167,7 @@ class GuardedExecute(Execute):
 
     @default("record_file")
     def _default_record_file(self) -> str:
-        return os.environ.get(RECORD_ENV, "")
+        return settings.run_record()
 
     def preprocess(self, nb: NotebookNode, resources: dict | None = None, km=None) -> tuple[NotebookNode, dict]:
         self.run_record = RunRecord(self.record_file, cells=sum(map(_is_code, nb.cells)))

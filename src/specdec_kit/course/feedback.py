@@ -39,9 +39,17 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.config.loader import PyFileConfigLoader
 
-from .adapters import is_test_cell
-from .nbgrader_ext import _import_name, _list_setting
-from .release import ASSIGNMENT, BEGIN_HIDDEN, END_HIDDEN, FORBIDDEN_TEXT, NOTEBOOK, nbgrader_env
+from ..adapters import is_test_cell
+from .nbgrader import (
+    ASSIGNMENT,
+    BEGIN_HIDDEN,
+    END_HIDDEN,
+    FORBIDDEN_TEXT,
+    NOTEBOOK,
+    _import_name,
+    _list_setting,
+    nbgrader_env,
+)
 
 SCRUBBED = "<grader>"
 ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata grading.py gives its notes for staff
@@ -59,7 +67,7 @@ _PUBLIC_SUFFIXES = {".py", ".json", ".toml", ".md", ".txt"}
 # nbgrader logs a failed student as this line, then the traceback in its next record.
 _FAILED = re.compile(r"There was an error processing assignment: (\S+)")
 _LOG_RECORD = re.compile(r"^\[\w+ [^\]]*\] ", re.M)  # `[GenerateFeedbackApp | ERROR] `
-_EXCEPTION_MODULE = re.compile(r"^(\w+\.)+(?=\w+: )")  # `specdec_kit.feedback.` before `FeedbackError: `
+_EXCEPTION_MODULE = re.compile(r"^(\w+\.)+(?=\w+: )")  # `specdec_kit.course.feedback.` before `FeedbackError: `
 
 
 class FeedbackError(RuntimeError):
@@ -240,7 +248,7 @@ class CleanFeedback(NbGraderPreprocessor):
         """The grader paths and hidden lines that no page may show."""
         if not self.autograder_dir or not self.course_root:
             raise FeedbackError("c.CleanFeedback.autograder_dir and course_root are not both set in "
-                                "nbgrader_config.py: add the lines of specdec_kit.feedback.feedback_config")
+                                "nbgrader_config.py: add the lines of specdec_kit.course.feedback.feedback_config")
         autograder = Path(self.autograder_dir)
         return grader_secrets(Path(self.course_root), autograder), hidden_lines(autograder)
 

@@ -12,63 +12,26 @@ README; never solutions/, autograder/ or tests/, which `check_student_tree` veri
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import publish
+from .nbgrader import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
 
-ASSIGNMENT = "speculative_decoding"
-NOTEBOOK = f"{ASSIGNMENT}.ipynb"
-# Built at run time so that this file, which students receive, never holds the markers it looks for.
-_HIDDEN_PACKAGE = "autograder"
-BEGIN_SOLUTION, END_SOLUTION = (f"### {edge} SOLUTION" for edge in ("BEGIN", "END"))
-BEGIN_HIDDEN, END_HIDDEN = (f"### {edge} HIDDEN TESTS" for edge in ("BEGIN", "END"))
-FORBIDDEN_TEXT = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN,
-                  f"from {_HIDDEN_PACKAGE}", f"import {_HIDDEN_PACKAGE}")
 STUDENT_TREE = ("src", "data", "pyproject.toml")
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(NbgraderError):
     """nbgrader could not release the notebook, or a release leaks what students must not see."""
 
 
-def nbgrader_env() -> dict:
-    """nbgrader runs alembic as a subprocess: the environment's bin directory must be on PATH."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return env
-
-
-def write_course_config(course: Path, *settings: str) -> None:
-    """The course directory's nbgrader_config.py: the course id, then `settings` (lines of config)."""
-    lines = ["c = get_config()", "c.CourseDirectory.course_id = 'specdec'", *settings]
-    (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
-
-
 def source_notebook(solution: Path) -> str:
-    """The nbgrader source: the solution with the course's install address filled in (course.py)."""
-    return solution.read_text().replace(INSTALL_TOKEN, course.install_spec())
-
-
-def generate_assignment(course: Path, source_text: str, timeout: int = 300) -> Path:
-    """nbgrader generate_assignment on the notebook `source_text` in `course` (its config already written):
-    the released notebook."""
-    source = course / "source" / ASSIGNMENT
-    source.mkdir(parents=True, exist_ok=True)
-    (source / NOTEBOOK).write_text(source_text)
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                          cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout)
-    released = course / "release" / ASSIGNMENT / NOTEBOOK
-    if done.returncode != 0 or not released.is_file():
-        raise ReleaseError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
-    return released
+    """The nbgrader source: the solution with the course's install address filled in (publish.py)."""
+    return solution.read_text().replace(INSTALL_TOKEN, publish.install_spec())
 
 
 def render_release(solution: Path) -> str:
@@ -100,7 +63,7 @@ def is_current(solution: Path, out_dir: Path) -> bool:
 def student_readme() -> str:
     return f"""# Speculative decoding: the assignment
 
-[Open the notebook in Colab]({course.colab_url(NOTEBOOK)}) (Runtime > Change runtime type > T4 GPU), fill in
+[Open the notebook in Colab]({publish.colab_url(NOTEBOOK)}) (Runtime > Change runtime type > T4 GPU), fill in
 every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
 this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark).
 

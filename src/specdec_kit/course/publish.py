@@ -15,10 +15,3 @@ def install_spec() -> str:
 
 def colab_url(notebook: str) -> str:
     return f"https://colab.research.google.com/github/{STUDENT_REPO}/blob/{KIT_TAG}/{notebook}"
-
-
-def grading() -> bool:
-    """True while the autograder runs the notebook: nothing installs and no hub model loads then."""
-    import os
-
-    return os.environ.get("SPECDEC_GRADING") == "1"

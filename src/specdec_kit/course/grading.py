@@ -9,7 +9,7 @@ the id out of other names). For each readable submission two things run side by 
   and formgrader. The course's source is the student release, so the kernel runs the visible tests
   only; it has neither `autograder/` nor `solutions/` on its import path or under its working
   directory; demo cells are skipped; the notebook and each cell have time limits and a dying kernel is
-  reported in its cell (`nbgrader_ext.py`); its memory is limited (RLIMIT_DATA).
+  reported in its cell (`course/nbgrader.py`); its memory is limited (RLIMIT_DATA).
 - the verdict (`verdict.py`): the kit's visible and hidden checks on the notebook's definitions, each
   check's probes in a child process, the judging in this process.
 The verdict's points are the auto-graded score: they go into nbgrader's gradebook (nbgrader 0.9 has no
@@ -40,16 +40,20 @@ from pathlib import Path
 
 import nbformat
 
-from . import feedback, nbgrader_ext, scan, verdict, zoo
-from .release import (
+from .. import settings as kit_settings
+from .. import zoo
+from . import feedback, scan, verdict
+from .nbgrader import (
     ASSIGNMENT,
     NOTEBOOK,
-    ReleaseError,
+    NbgraderError,
+    autograde_config,
     generate_assignment,
     nbgrader_env,
-    render_release,
     write_course_config,
 )
+from .preprocessors import read_run_record
+from .release import render_release
 
 STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing", "duplicate")
 DB_RETRIES = 4
@@ -57,7 +61,7 @@ GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs t
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
 
 
-class GradingSetupError(RuntimeError):
+class GradingSetupError(NbgraderError):
     """The course directory could not be set up: nothing can be graded, so stop before the first student."""
 
 
@@ -198,13 +202,13 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
     a solution; the config swaps in the kit's nbgrader preprocessors (time limits, demo cells, clean
     feedback)."""
     course.mkdir(parents=True, exist_ok=True)
-    write_course_config(course, *nbgrader_ext.autograde_config(notebook_seconds, cell_seconds),
+    write_course_config(course, *autograde_config(notebook_seconds, cell_seconds),
                         # A deleted locked test cell is restored from the source, never scored 0 unseen.
                         "c.OverwriteCells.add_missing_cells = True",
                         *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))
     try:
         generate_assignment(course, render_release(solution))
-    except ReleaseError as e:
+    except NbgraderError as e:
         raise GradingSetupError(str(e)) from e
 
 
@@ -238,7 +242,7 @@ def grade_all(course: Path, submissions: list[Submission], settings: Settings, f
     """
     import torch
 
-    os.environ["SPECDEC_THREADS"] = str(settings.threads)  # the forkserver (started later) and its children
+    os.environ[kit_settings.THREADS] = str(settings.threads)  # the forkserver (started later) and its children
     torch.set_num_threads(settings.threads)  # this process's reference answers
     before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
     results: list[Graded | Grade | None] = [None] * len(submissions)
@@ -436,17 +440,17 @@ class NotebookRun:
             (self.log_dir / f"{self.student}.nbgrader.log").write_text(done.stdout + done.stderr)
             if done.returncode != 0:
                 self.error = _nbgrader_error(done.stdout + done.stderr) or f"exit status {done.returncode}"
-        self.record = nbgrader_ext.read_run_record(record_path)
+        self.record = read_run_record(record_path)
 
 
 def kernel_env(threads: int, record_path: Path) -> dict:
     """The environment of nbgrader and its kernel: offline, threads pinned, no instructor folder importable."""
     env = nbgrader_env()
     thread_count = str(threads)
-    env.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", SPECDEC_THREADS=thread_count,
-               OMP_NUM_THREADS=thread_count, MKL_NUM_THREADS=thread_count,
-               **{nbgrader_ext.RECORD_ENV: str(record_path)})
-    env.pop("SPECDEC_SELFTEST", None)
+    env.update({kit_settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                kit_settings.THREADS: thread_count, "OMP_NUM_THREADS": thread_count, "MKL_NUM_THREADS": thread_count,
+                kit_settings.RUN_RECORD: str(record_path)})
+    env.pop(kit_settings.SELFTEST, None)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
              if p and not any((Path(p) / folder).exists() for folder in ("autograder", "solutions"))]
     env["PYTHONPATH"] = os.pathsep.join(paths)

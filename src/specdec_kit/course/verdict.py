@@ -23,10 +23,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import checks
-from .adapters import cells_to_consider, not_run
+from .. import checks
+from ..adapters import cells_to_consider, not_run
+from ..probes import ProbeError, assemble
 from .isolation import QUIET, Child, ChildFailed, ChildRunner
-from .probes import ProbeError, assemble
 
 SPEED_TEST = "test_speedup"
 
@@ -183,7 +183,7 @@ def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, pla
     child); every later run of the prompt must give them again."""
     import torch
 
-    from .demo import Mismatch
+    from ..reference import Mismatch
 
     got = checks.decoded(case, f"prompt {prompt.id!r}").token_ids
     if got != greedy:

@@ -1,7 +1,7 @@
 """Static scan of a submitted notebook for code that reaches into the grading kit or the grader.
 
     import nbformat
-    from specdec_kit.scan import scan_notebook
+    from specdec_kit.course.scan import scan_notebook
     for flag in scan_notebook(nbformat.read("submitted/alice.ipynb", as_version=4)):
         print(flag)  # speculative_decoder, line 12: changes specdec_kit.checks.check_exact (the grading kit's code)
 
@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 import nbformat
 
-from .release import BEGIN_HIDDEN, END_HIDDEN
+from .nbgrader import BEGIN_HIDDEN, END_HIDDEN
 
 KIT = "specdec_kit"
 # Dotted names (a name and everything under it) flagged wherever they are used.

@@ -36,7 +36,8 @@ import threading
 import time
 from pathlib import Path
 
-from .probes import ProbeError, assemble, run_baseline, run_probe, set_threads
+from .. import settings
+from ..probes import ProbeError, assemble, run_baseline, run_probe, set_threads
 
 PRELOAD = ["torch", "transformers", "specdec_kit.probes", "specdec_kit.checks"]
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from the child is refused, not read
@@ -223,7 +224,7 @@ def _child_main(conn, cells: list[tuple[str, str]], threads: int, memory_mb: int
 
     _isolate(memory_mb, log, workdir)
     set_threads(threads)
-    from .adapters import run_definitions
+    from ..adapters import run_definitions
 
     module, problems = run_definitions(cells)
     classes = [name for name, value in vars(module).items() if isinstance(value, type)]
@@ -258,7 +259,7 @@ def _isolate(memory_mb: int, log: str, workdir: str) -> None:
     os.dup2(out, 2)
     os.chdir(workdir)
     sys.path[:] = [p for p in sys.path if p and not any((Path(p) / f).exists() for f in INSTRUCTOR_FOLDERS)]
-    os.environ.update(SPECDEC_GRADING="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    os.environ.update({settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # tqdm's bars would take a multiprocessing lock that a killed child leaks

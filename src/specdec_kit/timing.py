@@ -1,5 +1,6 @@
-"""Count and time a model's forward calls from outside, never trusting the decoder's own numbers.
+"""The kit's clock and forward counters: what it measures with, never trusting a decoder's own numbers.
 
+    result, seconds = timed(device, decoder.speculative_decode, prompt)   # device synchronised around it
     with ForwardRecorder(decoder.target_model) as target_calls:
         decoder.speculative_decode(prompt)
     print(len(target_calls), [call.new_tokens for call in target_calls], target_calls.seconds)
@@ -14,6 +15,21 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a timer read afterwards covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(device: torch.device, fn, *args):
+    """(fn(*args), wall seconds), with the device synchronised on both sides."""
+    synchronize(device)
+    start = time.perf_counter()
+    out = fn(*args)
+    synchronize(device)
+    return out, time.perf_counter() - start
 
 
 @dataclass(frozen=True)

@@ -11,63 +11,21 @@ hidden tests removed, as a student would hand it in.
 from __future__ import annotations
 
 import html
-import importlib.util
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from .. import settings as kit_settings
 from . import grading
-from .release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, FORBIDDEN_TEXT, source_notebook
-
-_HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}.*?{END_HIDDEN}[ \t]*\n?", re.S | re.M)
-_MARKER = re.compile(rf"^[ \t]*({BEGIN_SOLUTION}|{END_SOLUTION})[ \t]*(\n|$)", re.M)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One catalogue submission: edits to the solution's code and the tests expected to lose points."""
-
-    name: str
-    description: str
-    edits: tuple[tuple[str, str], ...] = ()
-    fails: frozenset[str] = field(default_factory=frozenset)
-    message: str = ""  # text the student's feedback must show: the check's words for this bug
-    unsure: frozenset[str] = field(default_factory=frozenset)  # timed tests too close to call: not judged
-
-
-def load_catalogue(autograder_dir: Path) -> list[Entry]:
-    spec = importlib.util.spec_from_file_location("specdec_catalogue", autograder_dir / "catalogue.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return [Entry(e["name"], e["description"], tuple(e.get("edits", ())), frozenset(e.get("fails", ())),
-                  e.get("message", ""), frozenset(e.get("unsure", ()))) for e in module.CATALOGUE]
-
-
-def make_submission(solution: Path, entry: Entry) -> nbformat.NotebookNode:
-    """The solution as a student would hand it in, with `entry`'s edits (each must apply exactly once)."""
-    notebook = nbformat.reads(source_notebook(solution), as_version=4)
-    for cell in notebook.cells:  # the report, a markdown answer cell, keeps its text as a written report
-        cell.source = _MARKER.sub("", _HIDDEN.sub("", cell.source))
-    for old, new in entry.edits:
-        cells = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
-        count = sum(cell.source.count(old) for cell in cells)
-        if count != 1:
-            raise ValueError(f"catalogue entry {entry.name!r}: {old!r} occurs {count} times in the solution's code, "
-                             "not once; update the entry")
-        cells[0].source = cells[0].source.replace(old, new)
-    text = nbformat.writes(notebook)
-    leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]
-    if leaks:
-        raise ValueError(f"submission {entry.name!r} still holds {leaks}")
-    return notebook
+from .catalogue import Entry, load_catalogue, make_submission
 
 
 @dataclass
-class Outcome:
+class SelftestRow:
     name: str
     expected: str
     got: str
@@ -78,10 +36,10 @@ class Outcome:
 
 def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
                  timeout: int | None = None, only: list[str] | None = None, jobs: int = 1,
-                 progress=print) -> list[Outcome]:
-    """Grade the solution, the blank release and the catalogue in one batch; one Outcome per submission."""
+                 progress=print) -> list[SelftestRow]:
+    """Grade the solution, the blank release and the catalogue in one batch; one row per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
-    os.environ["SPECDEC_SELFTEST"] = "1"  # the grader's speed test times one repeat
+    os.environ[kit_settings.SELFTEST] = "1"  # the grader's speed test times one repeat
     grading.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
@@ -111,7 +69,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
         elif lost != expected:
             problems.append(f"expected to lose {expected or '-'}")
         got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else result.status
-        outcomes.append(Outcome(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
+        outcomes.append(SelftestRow(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
                                 got, ", ".join(lost) or "-", not problems, result.seconds))
         progress(f"{entry.name}: {'ok' if not problems else 'MISMATCH'} ({result.seconds:.0f} s) {got}; "
                  f"lost: {lost or '-'}" + "".join(f"; {p}" for p in problems))

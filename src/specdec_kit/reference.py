@@ -1,0 +1,120 @@
+"""What correct output is: the target's own greedy decoding, and every round of the `scripted` pair.
+
+    expected = target_greedy(model, input_ids, 30)          # new token ids of model.generate(do_sample=False)
+    rounds = predict_rounds(last_token, k=4, max_tokens=24)  # DecodeResult of correct decoding on `scripted`
+    mismatch = first_mismatch(model, input_ids, expected, got)  # where got leaves expected, with the margin
+
+The checks, the benchmark, the demo and the tests compare with these; none of them takes a decoder's
+word for what it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache, lru_cache
+
+import torch
+
+from . import zoo
+from .result import DecodeResult
+
+
+def target_greedy(model, input_ids: torch.Tensor, max_new_tokens: int) -> list[int]:
+    out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
+                         do_sample=False)
+    return out[0, input_ids.shape[1]:].tolist()
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    position: int  # index among the new tokens
+    margin: float  # the target's top-1 minus top-2 logit there, computed over the reference prefix
+
+
+def first_difference(got: list[int], expected: list[int]) -> int:
+    """Index of the first token where `got` leaves `expected` (the shorter length if one is a prefix)."""
+    return next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+
+
+def first_mismatch(model, prompt_ids: torch.Tensor, expected: list[int], got: list[int]) -> Mismatch | None:
+    """Where `got` leaves `expected` (None if identical), with the target's logit margin at that point."""
+    if got == expected:
+        return None
+    position = first_difference(got, expected)
+    prefix = torch.tensor([expected[:position]], device=prompt_ids.device, dtype=prompt_ids.dtype)
+    with torch.inference_mode():
+        logits = model(torch.cat([prompt_ids, prefix], dim=1)).logits[0, -1].float()
+    top2 = logits.topk(2).values
+    return Mismatch(position, float(top2[0] - top2[1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's own copy of a zoo pair
+
+
+@cache
+def _zoo_target(pair: str):
+    from .loading import load_model, resolve_pair
+
+    return load_model(resolve_pair(pair)[0], "cpu", torch.float32)
+
+
+def zoo_tokenizer(pair: str = "scripted"):
+    """The zoo's tokenizer (every pair shares it), loaded by the kit."""
+    return _zoo_target(pair)[1]
+
+
+@lru_cache(maxsize=4096)
+def zoo_greedy(pair: str, prompt: str, max_new_tokens: int) -> tuple[int, ...]:
+    """The new tokens of the kit's own copy of `pair`'s target, decoding `prompt` greedily (cached)."""
+    model, tokenizer = _zoo_target(pair)
+    return tuple(target_greedy(model, tokenizer(prompt, return_tensors="pt").input_ids, max_new_tokens))
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted pair, every round known in advance
+
+
+def prompt_for_token(token: int) -> str:
+    """A one-token prompt: `scripted` tokens encode back to themselves."""
+    return zoo_tokenizer().decode([token])
+
+
+def predict_rounds(last_token: int, k: int, max_tokens: int) -> DecodeResult:
+    """What correct greedy speculative decoding does on `scripted` after `last_token`.
+
+    Each round proposes min(k, budget left - 1) draft tokens, accepts the prefix on which draft and
+    target agree, adds the target's own token, and stops after EOS or at the budget.
+    """
+    script = zoo.scripted_script()
+    tokens, proposed, accepted = [], [], []
+    current = last_token
+    while len(tokens) < max_tokens:
+        k_round = min(k, max_tokens - len(tokens) - 1)
+        drafts, token = [], current
+        for _ in range(k_round):
+            token = script.draft_next[token]
+            drafts.append(token)
+        n_accepted, token = 0, current
+        while n_accepted < k_round and drafts[n_accepted] == script.target_next[token]:
+            token = drafts[n_accepted]
+            n_accepted += 1
+        round_tokens = drafts[:n_accepted] + [script.target_next[token]]
+        if script.eos_id in round_tokens:
+            round_tokens = round_tokens[: round_tokens.index(script.eos_id) + 1]
+        tokens += round_tokens
+        proposed.append(k_round)
+        accepted.append(min(n_accepted, len(round_tokens)))
+        if round_tokens[-1] == script.eos_id:
+            break
+        current = round_tokens[-1]
+    return DecodeResult("", tokens, proposed, accepted)
+
+
+def draft_chain(start: int, k: int) -> list[int]:
+    """The scripted draft's k greedy tokens after `start`."""
+    script = zoo.scripted_script()
+    chain = [script.draft_next[start]]
+    while len(chain) < k:
+        chain.append(script.draft_next[chain[-1]])
+    return chain
