@@ -43,8 +43,8 @@ $(STAMP4): pyproject.toml environment.yml
 
 .PHONY: test-transformers4
 test-transformers4: $(STAMP) $(STAMP4)
-	$(VENV4)/bin/python -m pytest -q tests/test_cache.py tests/test_scripted.py tests/test_forwards.py \
-		tests/test_exactness.py tests/test_errors.py
+	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/test_cache.py tests/test_scripted.py tests/test_forwards.py \
+		tests/test_exactness.py tests/test_errors.py tests/test_catalogue.py
 
 # The kit proves itself: real nbgrader autograding of the solution, the blank release and the catalogue.
 .PHONY: selftest

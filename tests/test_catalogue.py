@@ -1,0 +1,86 @@
+"""The one catalogue of known student bugs and correct variants (`autograder/catalogue.py`), which the
+selftest grades, these tests run through the checks, and the README lists.
+
+Each bug is the solution with the catalogue's edits, loaded through the seam: every test the entry says it
+loses fails here too, in seconds, and one of them says the entry's message. (The speed test's timing, and
+"loses nothing else", are the selftest's: it grades every entry through the real grading path.)
+
+Example run: python -m pytest tests/test_catalogue.py -q
+"""
+
+import nbformat
+import pytest
+
+from specdec_kit.adapters import load_decoder_classes
+from specdec_kit.course import verdict
+from specdec_kit.course.catalogue import Entry, catalogue_table, load_catalogue, make_submission
+
+from conftest import REPO, SOLUTION
+
+ENTRIES = load_catalogue(REPO / "autograder")
+BUGS = [e for e in ENTRIES if e.fails and not e.name.startswith("variant_")]
+VARIANTS = [e for e in ENTRIES if e.name.startswith("variant_")]
+PLAN = verdict.load_plan(REPO / "autograder")
+TIMED = verdict.SPEED_TEST  # its timing is the selftest's; its deterministic gate runs here like any check
+
+
+def classes(entry: Entry, tmp_path) -> dict[str, type]:
+    path = tmp_path / f"{entry.name}.ipynb"
+    nbformat.write(make_submission(SOLUTION, entry), path)
+    return load_decoder_classes(path)
+
+
+def verdicts(entry: Entry, tmp_path, tests) -> dict[str, str]:
+    """test -> "" if its checks (visible, then hidden) pass on the entry's classes, else the failure's words."""
+    found, loaded = {}, classes(entry, tmp_path)
+    for test in tests:
+        class_name, test_checks = PLAN.tests[test]
+        try:
+            for check in test_checks:
+                check(loaded[class_name])
+            found[test] = ""
+        except Exception as e:  # CheckFailed, or the student's own exception (a stub, a crash)
+            found[test] = f"{type(e).__name__}: {e}"
+    return found
+
+
+def test_catalogue_covers_bugs_and_variants():
+    assert len(BUGS) >= 12 and len(VARIANTS) >= 5, f"{len(BUGS)} bugs and {len(VARIANTS)} variants"
+    assert {t for e in ENTRIES for t in e.fails} <= set(PLAN.tests), "every test an entry names exists"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_entry_applies_to_the_solution(entry):
+    """Every edit still finds its text exactly once, so a change of the solution cannot void an entry silently."""
+    make_submission(SOLUTION, entry)
+
+
+def test_a_stale_entry_is_refused():
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        make_submission(SOLUTION, Entry("stale", "", edits=(("no such code", ""),)))
+
+
+@pytest.mark.parametrize("entry", BUGS, ids=lambda e: e.name)
+def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
+    lost = [t for t in PLAN.tests if t in entry.fails]
+    found = verdicts(entry, tmp_path, lost)
+    gated = {t: words for t, words in found.items() if t != TIMED or words}  # a timing failure shows only when timed
+    passed = [t for t, words in gated.items() if not words]
+    assert not passed, f"{entry.name} should fail {passed} too (the catalogue says it loses {sorted(entry.fails)})"
+    assert any(entry.message in words for words in found.values()), \
+        f"{entry.name}: no failing check says {entry.message!r}; they said {found}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", VARIANTS, ids=lambda e: e.name)
+def test_variant_passes_every_check_it_does_not_name(entry, tmp_path):
+    found = verdicts(entry, tmp_path, [t for t in PLAN.tests if t not in entry.fails])
+    failed = {t: words for t, words in found.items() if words}
+    assert not failed, f"{entry.name} is correct code and must pass; failed {failed}"
+
+
+def test_readme_lists_the_catalogue():
+    table = catalogue_table(ENTRIES)
+    assert table in (REPO / "README.md").read_text(), \
+        f"the README's table of known bugs is stale; put this in its place:\n{table}"
+
