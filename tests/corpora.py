@@ -153,8 +153,8 @@ MEMORY = ("        if num_speculative_tokens > 8:  # an edge case that allocates
 SPECULATIVE_DECODE = ("        if not prompt:\n"
                       "            raise ValueError(\"the prompt is empty: give the model some text to continue\")\n")
 DRAFT_START = "        ids, mask = input_ids, attention_mask\n"
-HOARD = "hoard = []\nwhile True:  # at the top of a cell: the notebook's own run meets the memory limit\n" \
-        "    hoard.append(bytearray(256 << 20))\n"
+HOARD = ("def hoard():  # run by a cell: the notebook's own run meets the memory limit\n"
+         "    held = []\n    while True:\n        held.append(bytearray(256 << 20))\nhoard()\n")
 
 BROKEN = [
     Case("not_json", lambda: b"{ this is not a notebook", Expected("invalid", AUTO, "not a Jupyter notebook")),

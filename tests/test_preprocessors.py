@@ -283,3 +283,22 @@ def test_record_leaves_no_temporary_files(graded, course):
     graded("normal")
     leftovers = sorted(p.name for p in course.glob(".record-*"))
     assert not leftovers, f"temporary record files should be renamed into place, found {leftovers}"
+
+
+def test_memory_a_failed_cell_held_is_freed_for_the_next(tmp_path):
+    """A helper that allocates until MemoryError: IPython keeps its frames in the traceback, which the kit
+    lets go of, so the next cell can allocate again; the student's names are left as they were."""
+    limit = ("import resource\n"
+             "data_kb = int(next(l for l in open('/proc/self/status') if l.startswith('VmData')).split()[1])\n"
+             "limit = (data_kb << 10) + (512 << 20)\n"
+             "resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))")
+    fill = "def fill():\n    hoard = []\n    while True:\n        hoard.append(bytearray(64 << 20))\nfill()"
+    after = "block = bytearray(384 << 20)\nprint(sorted(n for n in ('gc', 'shell', 'name') if n in globals()))"
+    notebook = new_notebook(cells=[new_code_cell(limit), new_code_cell(fill), new_code_cell(after)],
+                            metadata=source_notebook().metadata)
+    executed, _ = GuardedExecute(timeout=CELL_TIMEOUT, record_file=str(tmp_path / "record.json")).preprocess(
+        notebook, {})
+    assert [o.get("ename") for o in executed.cells[1].outputs] == ["MemoryError"], \
+        f"the helper should meet the limit: {executed.cells[1].outputs}"
+    assert [o.get("text") for o in executed.cells[2].outputs] == ["[]\n"], \
+        f"the next cell should allocate again and see no names of the kit's: {executed.cells[2].outputs}"

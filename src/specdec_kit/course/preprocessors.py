@@ -9,7 +9,9 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
   (`notebook_timeout`) on top of the per-cell `timeout`, and a kernel that dies (os._exit, a segfault,
   the OOM killer) or ignores the interrupt is reported in its cell instead of raising, which would make
   nbgrader delete the autograded notebook. Cells after the stop get a "NotRun" error output, so their
-  tests score 0 and the rest of nbgrader (SaveAutoGrades) runs as usual.
+  tests score 0 and the rest of nbgrader (SaveAutoGrades) runs as usual. After a cell that ends in a
+  MemoryError, the kernel lets go of the tracebacks IPython keeps, so what that cell's frames allocated is
+  freed before the next cell (memory the notebook's own variables still hold stays held).
 - If the environment variable SPECDEC_RUN_RECORD names a file, GuardedExecute keeps a JSON record of
   the run there, rewritten before every cell, so it still says where grading was if nbgrader is killed
   from outside. `read_run_record` reads it back. Its keys:
@@ -34,6 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
@@ -46,6 +49,18 @@ RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
 # nbclient reads a timeout of 0 as "no limit": a budget that is all but spent still needs a positive limit.
 MIN_CELL_TIMEOUT = 0.1
+RELEASE_SECONDS = 30
+_RELEASE = """
+import gc, sys
+for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+    if hasattr(sys, name):
+        setattr(sys, name, None)
+shell = get_ipython()
+shell.InteractiveTB.tb = None
+shell.last_execution_result = None
+gc.collect()
+"""
+RELEASE_TRACEBACKS = f"exec({_RELEASE!r}, {{'get_ipython': get_ipython}})"  # a namespace of its own
 SIGNAL_HINTS = {
     signal.SIGSEGV: "segmentation fault (signal 11), a crash in native code",
     signal.SIGKILL: "killed (signal 9), often out of memory",
@@ -197,6 +212,9 @@ class GuardedExecute(Execute):
             self._kernel_died(cell, index, label)
         except CellTimeoutError:
             self._kernel_unresponsive(cell, index, label, limit)
+        else:
+            if any(o.get("ename") == "MemoryError" for o in cell.outputs):
+                self._release_failed_frames(label)
         if self._stop_reason is None and self._budget_left() == 0:
             self._stop(index, label, self.notebook_timeout,
                        f"the notebook's time limit of {self.notebook_timeout} s was reached in {_in_cell(label)}")
@@ -231,6 +249,15 @@ class GuardedExecute(Execute):
             "KernelUnresponsive", f"the kernel stopped answering while this cell ran{limit_text} and did not stop "
                                   "when interrupted"))
         self._stop(index, label, limit, f"the kernel stopped answering in {_in_cell(label)}")
+
+    def _release_failed_frames(self, label: str) -> None:
+        # A failed cell's frames live on in the traceback IPython keeps (sys.last_*, the formatter's own
+        # copy): with memory at the limit, the next cell would fail or abort in native code.
+        try:
+            run_sync(self.kc.execute_interactive)(RELEASE_TRACEBACKS, silent=True, store_history=False,
+                                                  timeout=RELEASE_SECONDS)
+        except Exception as e:  # noqa: BLE001 - a report on grading, never a reason to stop it
+            self.log.warning("Could not release the memory %s held: %s", label, e)
 
     def _stop(self, index: int, label: str, limit: float | None, reason: str) -> None:
         self.log.error("Not running the cells after %s: %s", label, reason)
