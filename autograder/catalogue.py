@@ -16,6 +16,8 @@ or the output lose it without being timed.
 
 UNCACHED_VERIFY = "        return accept_drafts(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)\n"
 DRAFT_ARGMAX = "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1), stays on the device\n"
+ROLLBACK_CROP = ("                crop_to(cache, length)\n"
+                 "                self.caches[role] = (cache, held[:, :length])\n")
 
 CATALOGUE = [
     # --- bugs -------------------------------------------------------------------------------------
@@ -107,17 +109,30 @@ CATALOGUE = [
     {
         "name": "cache_not_cropped",
         "description": "the KV caches keep rejected drafts",
-        "edits": [("        crop_to(cache, keep)\n", "        pass  # the cache keeps everything\n")],
+        "edits": [(ROLLBACK_CROP,
+                   "                pass  # the caches keep everything\n"),
+                  ("        if cache is None or held.shape[1] >= input_ids.shape[1]:\n            return None, 0\n"
+                   "        if common_prefix_length(held, input_ids) < held.shape[1]:\n            return None, 0\n"
+                   "        return cache, held.shape[1]\n",
+                   "        if cache is None:\n            return None, 0\n"
+                   "        return cache, min(common_prefix_length(held, input_ids), input_ids.shape[1] - 1)\n")],
         "fails": ["test_cached_exact", "test_cache_use"],
         "message": "still held a rejected draft token",
     },
     {
+        "name": "rollback_skipped",
+        "description": "nothing is rolled back after a rejection, so the next round finds no usable cache",
+        "edits": [(ROLLBACK_CROP,
+                   "                pass  # nothing rolled back\n")],
+        "fails": ["test_cache_use", "test_speedup"],
+        "message": "started from an empty cache",
+    },
+    {
         "name": "prefix_reencoded",
         "description": "the cached class throws its caches away and re-encodes the prefix every round",
-        "edits": [("        keep = min(common_prefix_length(cached_ids, input_ids), input_ids.shape[1] - 1)\n",
-                   "        keep = 0\n")],
+        "edits": [("        return cache, held.shape[1]\n", "        return None, 0\n")],
         "fails": ["test_cache_use", "test_speedup"],
-        "message": "never the prefix again",
+        "message": "started from an empty cache",
     },
     {
         "name": "extra_target_forward",
@@ -173,9 +188,8 @@ CATALOGUE = [
     {
         "name": "variant_crop_directly",
         "description": "cropping with DynamicCache.crop(-n) instead of the kit's crop_to",
-        "edits": [("        crop_to(cache, keep)\n",
-                   "        if cache.get_seq_length() > keep:\n"
-                   "            cache.crop(keep - cache.get_seq_length())\n")],
+        "edits": [("                crop_to(cache, length)\n",
+                   "                cache.crop(length - cache.get_seq_length())\n")],
         "fails": [],
     },
     {
@@ -219,13 +233,13 @@ CATALOGUE = [
     {
         "name": "variant_uncached_only",
         "description": "a correct decoder without caches: the cached class only inherits",
-        "edits": [("        cache, cached = self._reuse_cache(\"target\", input_ids)\n",
+        "edits": [("        cache, cached = self.cached_prefix(\"target\", input_ids)\n",
                    "        return SpeculativeDecoder.verify_tokens_vectorized(self, input_ids, draft_tokens, "
-                   "attention_mask)\n        cache, cached = self._reuse_cache(\"target\", input_ids)\n"),
-                  ("        cache, cached = self._reuse_cache(\"draft\", input_ids)\n",
+                   "attention_mask)\n        cache, cached = self.cached_prefix(\"target\", input_ids)\n"),
+                  ("        cache, cached = self.cached_prefix(\"draft\", input_ids)\n",
                    "        return SpeculativeDecoder.generate_draft_tokens(self, input_ids, attention_mask, "
-                   "num_speculative_tokens)\n        cache, cached = self._reuse_cache(\"draft\", input_ids)\n")],
+                   "num_speculative_tokens)\n        cache, cached = self.cached_prefix(\"draft\", input_ids)\n")],
         "fails": ["test_cache_use", "test_speedup"],
-        "message": "never the prefix again",
+        "message": "started from an empty cache",
     },
 ]

@@ -64,7 +64,7 @@ if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specde
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false}
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec_kit import DecodeResult, common_prefix_length, crop_to
 from specdec_kit.bench import benchmark_decoder
@@ -92,8 +92,12 @@ print(f"device {DEVICE}, pair {PAIR}: target {TARGET}, draft {DRAFT}")
 # 2. score them with one target forward pass;
 # 3. accept the longest prefix of drafts that matches the target's argmax, and take the target's own
 #    token at the first mismatch (the correction) or after the last draft (the bonus token);
-# 4. append the accepted drafts and the target's token;
+# 4. append the accepted drafts and the target's token, and roll back what the models computed for the
+#    rejected drafts (`rollback`: nothing to do without caches; Part 2 crops its caches there);
 # 5. stop at EOS (nothing after it is emitted) or at the budget.
+#
+# `verify_tokens_vectorized` returns `n_accepted`, the number of drafts accepted: the index of the first
+# rejected draft, or k when every draft is accepted.
 
 
 # %% nbgrader={"grade": false, "grade_id": "speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
@@ -101,7 +105,7 @@ class SpeculativeDecoder:
     """Greedy speculative decoding (Leviathan et al., 2023) for batch size 1, without KV caches."""
 
     def __init__(self, target_model_name: str, draft_model_name: str, device: str = "cuda",
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None) -> None:
         """Load both models through the two initialisers; refuse tokenizers that differ."""
         self.device = resolve_device(device)
         self.dtype = dtype or default_dtype(self.device)  # fp16 on CUDA, fp32 on the CPU
@@ -113,7 +117,7 @@ class SpeculativeDecoder:
         check_same_vocab(self.target_tokenizer, self.draft_tokenizer, target_model_name, draft_model_name)
         ### END SOLUTION
 
-    def initialize_target_model(self, model_name: str):
+    def initialize_target_model(self, model_name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         """Load the target for inference: (model in eval mode on self.device in self.dtype, tokenizer with a
         pad token). `model_source(model_name)` turns any name the kit accepts into from_pretrained arguments."""
         # from_pretrained the tokenizer and the model, set a pad token if there is none, move the model to
@@ -127,7 +131,7 @@ class SpeculativeDecoder:
         return model.to(self.device).eval(), tokenizer
         ### END SOLUTION
 
-    def initialize_draft_model(self, model_name: str):
+    def initialize_draft_model(self, model_name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         """Load the draft like the target, in the same dtype (mixing dtypes would only add casts)."""
         ### BEGIN SOLUTION
         return self.initialize_target_model(model_name)
@@ -152,11 +156,11 @@ class SpeculativeDecoder:
 
     @torch.inference_mode()
     def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
-                                 attention_mask: torch.Tensor):
-        """Check all drafts with one target forward.
+                                 attention_mask: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """Check all drafts with one target forward: input_ids (1, L), draft_tokens (1, k).
 
-        Returns (accepted_tokens (1, n), n = index of the first rejected draft (k if none), next_token
-        (1, 1): the target's own token at position n, i.e. the correction or the bonus token).
+        Returns (accepted_tokens (1, n_accepted), n_accepted = index of the first rejected draft (k if none),
+        next_token (1, 1): the target's own token after the accepted drafts, i.e. the correction or the bonus).
         """
         # One target forward over input_ids + draft_tokens. The prediction for draft i is the logit at
         # position L-1+i (L = input_ids.shape[1]); accept_drafts does the comparison.
@@ -183,7 +187,8 @@ class SpeculativeDecoder:
         # Until max_tokens new tokens or EOS, per round:
         # 1. draft k = min(num_speculative_tokens, tokens left - 1) tokens (none if k is 0);
         # 2-3. verify them in one target pass: accepted drafts, and the target's own next token;
-        # 4. append them (truncate_at_eos) and record proposed/accepted counts;
+        # 4. append them (truncate_at_eos), record proposed/accepted counts, and roll back: self.rollback(L +
+        #    n_accepted), L the length before the round, keeps the positions the text now holds for certain;
         # 5. stop after an EOS.
         ### BEGIN SOLUTION
         while len(new_tokens) < max_tokens:
@@ -196,19 +201,25 @@ class SpeculativeDecoder:
             # 2-3. Verify in one target pass; accept a prefix and take the target's next token.
             accepted_tokens, n_accepted, next_token = self.verify_tokens_vectorized(
                 input_ids, draft_tokens, attention_mask)
-            # 4. Append; 5. stop at EOS (keeping it, as generate does) or at the budget.
+            # 4. Append, and roll back what was computed for the rejected drafts.
             round_tokens = torch.cat([accepted_tokens, next_token], dim=1)
             emitted = truncate_at_eos(round_tokens[0].tolist(), eos_ids)
             new_tokens += emitted
             proposed.append(k)
             accepted.append(min(n_accepted, len(emitted)))
+            self.rollback(input_ids.shape[1] + n_accepted)
             input_ids = torch.cat([input_ids, round_tokens], dim=1)
             attention_mask = torch.ones_like(input_ids)
+            # 5. Stop at EOS (keeping it, as generate does) or at the budget.
             if emitted[-1] in eos_ids:
                 break
         ### END SOLUTION
         text = self.target_tokenizer.decode(new_tokens, skip_special_tokens=True)
         return DecodeResult(text=text, token_ids=new_tokens, proposed=proposed, accepted=accepted)
+
+    def rollback(self, length: int) -> None:
+        """Step 4 of a round: keep what the models computed for the text's first `length` positions only.
+        Without caches nothing was kept; Part 2's cached decoder crops its caches here."""
 
     def benchmark(self, prompt: str, max_tokens: int = 100, num_runs: int = 3, compare_baseline: bool = True,
                   num_speculative_tokens: int = 4) -> dict:
@@ -217,19 +228,19 @@ class SpeculativeDecoder:
         return benchmark_decoder(self, prompt, max_tokens, num_runs, compare_baseline, num_speculative_tokens)
 
 
-def accept_drafts(logits: torch.Tensor, draft_tokens: torch.Tensor):
+def accept_drafts(logits: torch.Tensor, draft_tokens: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
     """Greedy acceptance, step 3 of a round, shared by both verifiers.
 
     logits: (1, k+1, V), the target's logits from position L-1 on; draft_tokens: (1, k).
-    Returns (accepted draft tokens (1, n), n, the target's token after them (1, 1)).
+    Returns (accepted draft tokens (1, n_accepted), n_accepted, the target's token after them (1, 1)).
     """
-    # The target's argmax at each of the k+1 positions; n = length of the prefix where it equals the drafts;
-    # the target's token at index n is the correction (n < k) or the bonus token (n == k).
+    # The target's argmax at each of the k+1 positions; n_accepted = length of the prefix where it equals the
+    # drafts; the target's token at index n_accepted is the correction (n_accepted < k) or the bonus token.
     ### BEGIN SOLUTION
     k = draft_tokens.shape[1]
     predicted = logits.argmax(dim=-1)  # (1, k+1): the target's token after each prefix
     matches = predicted[:, :k] == draft_tokens
-    n_accepted = int(matches.cumprod(dim=1).sum())  # the round's one host sync
+    n_accepted = int(matches.cumprod(dim=1).sum())  # a host sync: what is appended depends on it
     return draft_tokens[:, :n_accepted], n_accepted, predicted[:, n_accepted:n_accepted + 1]
     ### END SOLUTION
 
@@ -345,49 +356,61 @@ hidden.check_counts(SpeculativeDecoder)
 # ## Part 2: KV caches
 #
 # Without caches every draft step and every verification re-encodes the whole sequence. With a
-# `DynamicCache` per model, a round costs k one-token draft steps and one target forward over the new
-# positions only. After a rejection both caches hold positions that are no longer part of the text:
-# crop them with `crop_to(cache, length)`.
+# `DynamicCache` per model, kept across rounds, a round costs k one-token draft steps and one target
+# forward over the new positions only. `self.caches[role]` (`role` is `"target"` or `"draft"`) holds each
+# model's cache and the token ids, shape (1, n), whose keys and values it holds:
 #
-# Each method still takes the full sequence. It crops its model's cache to the longest prefix the
-# cache shares with `input_ids` (never the whole of it: the logit at the last position is needed),
-# feeds only the rest, and starts afresh when the ids do not extend the cache.
+# | after | the draft's cache holds | the target's cache holds |
+# |---|---|---|
+# | `generate_draft_tokens(input_ids, mask, k)` | input_ids and drafts 0..k-2 (the last draft is never fed) | as before |
+# | `verify_tokens_vectorized(input_ids, drafts, mask)` | as before | input_ids and all k drafts |
+# | `rollback(L + n_accepted)`, step 4 of the round | at most the text's first L + n_accepted positions | the text's first L + n_accepted positions |
+#
+# After a rejection both caches hold drafts that are no longer part of the text: `rollback` crops them
+# with `crop_to(cache, length)` (it works on transformers 4.x and 5.x), so that the next round feeds only
+# what the caches lack: the target, the round's first token and the new drafts; the draft, one token, or
+# two after a round that accepted every draft.
+#
+# Each method still takes the whole sequence and asks `cached_prefix` how much of it its model's cache
+# holds. A cache is used only if the ids it holds are the first ones of `input_ids`, and fewer than all
+# of them (the logit at the last position is needed, so that position must be fed). Any other cache
+# (another prompt, a different prefix) is not used: the method starts afresh and feeds `input_ids` whole.
 
 
 # %% nbgrader={"grade": false, "grade_id": "cached_speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
 class CachedSpeculativeDecoder(SpeculativeDecoder):
-    """Speculative decoding with a KV cache on both models, kept across rounds and cropped on rejection."""
+    """Speculative decoding with a KV cache per model, kept across rounds and rolled back after a rejection."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._reset_caches()
+        self.reset_caches()
 
-    def _reset_caches(self) -> None:
-        # Per model: its DynamicCache and the token ids whose keys and values it holds.
-        self._caches = {"target": (None, None), "draft": (None, None)}
+    def reset_caches(self) -> None:
+        """Forget both caches. self.caches[role] = (its DynamicCache or None, the ids (1, n) it holds or None)."""
+        self.caches = {"target": (None, None), "draft": (None, None)}
 
-    def _reuse_cache(self, role: str, input_ids: torch.Tensor):
-        """Crop `role`'s cache to what it shares with `input_ids` (keeping the last position out).
-
-        Returns (cache or None, number of cached positions); the caller feeds input_ids[:, cached:].
-        """
+    def cached_prefix(self, role: str, input_ids: torch.Tensor) -> tuple[DynamicCache | None, int]:
+        """`role`'s cache and how many positions of input_ids (1, L) it holds, if it holds only input_ids'
+        first tokens and fewer than L of them; else (None, 0): start afresh. The caller then feeds
+        input_ids[:, cached:] on that cache, which the forward extends in place."""
+        # The ids the cache holds must equal the first ones of input_ids (common_prefix_length helps).
         ### BEGIN SOLUTION
-        cache, cached_ids = self._caches[role]
-        if cache is None:
+        cache, held = self.caches[role]
+        if cache is None or held.shape[1] >= input_ids.shape[1]:
             return None, 0
-        keep = min(common_prefix_length(cached_ids, input_ids), input_ids.shape[1] - 1)
-        if keep == 0:
+        if common_prefix_length(held, input_ids) < held.shape[1]:
             return None, 0
-        crop_to(cache, keep)
-        return cache, keep
+        return cache, held.shape[1]
         ### END SOLUTION
 
     @torch.inference_mode()
     def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                               num_speculative_tokens: int = 4) -> torch.Tensor:
+        """As in Part 1 (the k new tokens, shape (1, k)), feeding the draft only what its cache lacks, then
+        one token per step. Leaves self.caches["draft"] holding input_ids and the first k-1 drafts."""
         check_k(num_speculative_tokens)
         ### BEGIN SOLUTION
-        cache, cached = self._reuse_cache("draft", input_ids)
+        cache, cached = self.cached_prefix("draft", input_ids)
         feed, drafts = input_ids[:, cached:], []
         for _ in range(num_speculative_tokens):
             out = self.draft_model(input_ids=feed, past_key_values=cache, use_cache=True)
@@ -395,27 +418,38 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
             feed = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1)
             drafts.append(feed)
         draft_tokens = torch.cat(drafts, dim=1)  # (1, k)
-        # The last draft was never fed, so the cache ends one position short of the drafts.
-        self._caches["draft"] = (cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
+        self.caches["draft"] = (cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
         return draft_tokens
         ### END SOLUTION
 
     @torch.inference_mode()
     def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
-                                 attention_mask: torch.Tensor):
+                                 attention_mask: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """As in Part 1, from one target forward over what the target's cache lacks: the rest of input_ids
+        and all k drafts. Leaves self.caches["target"] holding input_ids and every draft."""
         ### BEGIN SOLUTION
-        cache, cached = self._reuse_cache("target", input_ids)
+        cache, cached = self.cached_prefix("target", input_ids)
         sequence = torch.cat([input_ids, draft_tokens], dim=1)
         out = self.target_model(input_ids=sequence[:, cached:], past_key_values=cache, use_cache=True)
-        self._caches["target"] = (out.past_key_values, sequence)
-        # Logits of the fed positions cached..L+k-1; the prediction for draft 0 sits at L-1.
+        self.caches["target"] = (out.past_key_values, sequence)
+        # The logits start at position `cached`; the prediction for draft 0 sits at L-1.
         first = input_ids.shape[1] - 1 - cached
         return accept_drafts(out.logits[:, first:, :], draft_tokens)
         ### END SOLUTION
 
+    def rollback(self, length: int) -> None:
+        """Step 4 of a round: crop each cache to at most the text's first `length` positions (crop_to), so
+        that neither holds a rejected draft, and shorten the ids it holds to match."""
+        ### BEGIN SOLUTION
+        for role, (cache, held) in self.caches.items():
+            if cache is not None and held.shape[1] > length:
+                crop_to(cache, length)
+                self.caches[role] = (cache, held[:, :length])
+        ### END SOLUTION
+
     def speculative_decode(self, prompt: str, max_tokens: int = 100,
                            num_speculative_tokens: int = 4) -> DecodeResult:
-        self._reset_caches()  # a new prompt shares nothing with the last one
+        self.reset_caches()  # a new prompt shares nothing with the last one
         return super().speculative_decode(prompt, max_tokens, num_speculative_tokens)
 
 

@@ -27,22 +27,32 @@ def test_cached_decoder_never_resends_the_prefix(solution_classes, tiny_dirs):
     decoder = solution_classes["CachedSpeculativeDecoder"](*tiny_dirs, device="cpu")
     result, target_calls, draft_calls = decode_recorded(decoder)
     prompt_len = len(decoder.target_tokenizer(PROMPT).input_ids)
-    assert result.token_ids == target_greedy(decoder, PROMPT, MAX_NEW)
+    assert result.token_ids == target_greedy(decoder, PROMPT, MAX_NEW), (
+        "the cached decoder's tokens should equal the target's own greedy output"
+    )
     # Target: a prefill, then per round the last round's target token plus this round's drafts, on a
     # cache cropped to everything before that token (so rejected drafts are gone).
     length = prompt_len
     for i, (call, k) in enumerate(zip(target_calls, result.proposed)):
         if i == 0:
-            assert call.cached_tokens == 0 and call.new_tokens == prompt_len + k
+            assert call.cached_tokens == 0 and call.new_tokens == prompt_len + k, (
+                f"round 0: the target should prefill the {prompt_len}-token prompt plus {k} drafts on an empty cache, "
+                f"got {call.new_tokens} new tokens on {call.cached_tokens} cached positions"
+            )
         else:
             assert call.cached_tokens == length - 1, (
                 f"round {i}: the target cache holds {call.cached_tokens} positions, expected {length - 1}; "
                 "crop it after a rejection and never re-send the prefix"
             )
-            assert call.new_tokens == k + 1
+            assert call.new_tokens == k + 1, (
+                f"round {i}: the target should be fed the last round's token plus {k} drafts ({k + 1} tokens), "
+                f"got {call.new_tokens}"
+            )
         length += result.accepted[i] + 1
     # Draft: one prefill, then one token per step, two right after a fully accepted round.
-    assert draft_calls[0].cached_tokens == 0
+    assert draft_calls[0].cached_tokens == 0, (
+        f"the draft's first forward should prefill on an empty cache, got {draft_calls[0].cached_tokens} cached"
+    )
     assert all(call.new_tokens <= 2 for call in draft_calls[1:]), [c.new_tokens for c in draft_calls]
     assert any(0 < a < k for a, k in zip(result.accepted, result.proposed)), "the run should include rejections"
 
@@ -51,21 +61,31 @@ def test_uncached_decoder_feeds_whole_sequences(solution_classes, tiny_dirs):
     """The uncached class re-encodes by design: every call sees the full sequence and no cache."""
     decoder = solution_classes["SpeculativeDecoder"](*tiny_dirs, device="cpu")
     result, target_calls, draft_calls = decode_recorded(decoder)
-    assert all(call.cached_tokens == 0 for call in [*target_calls, *draft_calls])
-    assert len(draft_calls) == sum(result.proposed)
+    assert all(call.cached_tokens == 0 for call in [*target_calls, *draft_calls]), (
+        "every forward of the uncached decoder should run without a cache; cached positions per forward: "
+        f"{[call.cached_tokens for call in [*target_calls, *draft_calls]]}"
+    )
+    assert len(draft_calls) == sum(result.proposed), (
+        f"the uncached draft should run one forward per proposed token ({sum(result.proposed)}), got {len(draft_calls)}"
+    )
 
 
-def test_scripted_cache_is_cropped_to_shared_prefix(solution_classes, scripted_dirs):
-    """Calling the cached verifier on a sequence that diverges from its cache re-feeds from the divergence."""
+def test_cache_is_used_as_a_prefix_rolled_back_or_not_at_all(solution_classes, scripted_dirs):
+    """The cached verifier continues from a cache that holds a prefix of its input (after `rollback`), and
+    starts afresh on one that does not (a different sequence, or a rejection never rolled back)."""
     import torch
 
     decoder = solution_classes["CachedSpeculativeDecoder"](*scripted_dirs, device="cpu")
     script = zoo.scripted_script()
     ids = torch.tensor([list(script.cycle[:6])])
     drafts = torch.tensor([[script.cycle[6], script.cycle[7]]])
-    mask = torch.ones_like(ids)
+    longer = torch.tensor([list(script.cycle[:7])])  # the first draft accepted, a correction after it
     with ForwardRecorder(decoder.target_model) as calls:
-        decoder.verify_tokens_vectorized(ids, drafts, mask)
-        decoder.verify_tokens_vectorized(ids[:, :4], drafts, mask[:, :4])  # shares 4 positions: keep 3
-        decoder.verify_tokens_vectorized(torch.tensor([list(script.cycle[10:14])]), drafts, mask[:, :4])
-    assert [(c.cached_tokens, c.new_tokens) for c in calls] == [(0, 8), (3, 3), (0, 6)]
+        decoder.verify_tokens_vectorized(ids, drafts, torch.ones_like(ids))  # holds 6 + 2 positions
+        decoder.rollback(6)  # step 4 after no draft was accepted: keep the 6 positions of the text
+        decoder.verify_tokens_vectorized(longer, drafts, torch.ones_like(longer))  # feeds 1 + 2
+        decoder.verify_tokens_vectorized(ids[:, :4], drafts, torch.ones_like(ids[:, :4]))  # not rolled back to 4
+    got = [(c.cached_tokens, c.new_tokens) for c in calls]
+    assert got == [(0, 8), (6, 3), (0, 6)], (
+        "target forwards as (cached, new) tokens should be [(0, 8), (6, 3), (0, 6)]: a prefill, a continuation "
+        f"of the rolled-back cache, a fresh start where the cache is not a prefix of the input; got {got}")

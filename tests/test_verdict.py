@@ -122,7 +122,7 @@ def test_speed_is_timed_here_and_outputs_kept_between_runs_are_not_timed(tmp_pat
             "        if key not in memo:\n"
             "            memo[key] = super().speculative_decode(prompt, max_tokens, num_speculative_tokens)\n"
             "        return memo[key]\n")
-    reset = "        self._reset_caches()  # a new prompt shares nothing with the last one\n"
+    reset = "        self.reset_caches()  # a new prompt shares nothing with the last one\n"
     kept = edited(solved(), reset, reset + memo)
     result = verdict.judge(nbformat.from_dict(kept), plan).tests[verdict.SPEED_TEST]
     assert not result.passed and "without running the target" in result.message, result.message

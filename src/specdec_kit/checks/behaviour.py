@@ -79,7 +79,7 @@ def _verify(runner, cases: list[tuple[list[int], list[int]]]) -> list[tuple[list
     for outcome in runner.run({"kind": "verify", "pair": "scripted", "cases": cases}):
         result = outcome.result
         require(result["triple"],
-                "verify_tokens_vectorized must return (accepted_tokens, accepted_position, next_token)")
+                "verify_tokens_vectorized must return (accepted_tokens, n_accepted, next_token)")
         require_seen_forwards(outcome)
         calls = len(outcome.forwards["target"])
         require(calls == 1, f"verification made {calls} target forward passes: score the prompt and all drafts "
@@ -266,6 +266,12 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
         draft_round_starts = first_after(draft_calls, target_calls)
         for role, calls, most, judged in (("target", target_calls, k + 1, None),
                                           ("draft", draft_calls, 2, draft_round_starts)):
+            afresh = next((i for i, call in enumerate(calls) if i > 0 and call.cached_tokens == 0), None)
+            require(afresh is None,
+                    f"the {role}'s forward {afresh} started from an empty cache and fed "
+                    f"{calls[afresh].new_tokens if afresh is not None else 0} tokens, the whole text so far: keep "
+                    "the cache across rounds (cached_prefix) and, after a rejection, crop it in rollback so that "
+                    "it still holds a prefix of the text")
             sent = [c.new_tokens for c in calls]
             require(max(sent[1:], default=0) <= most,
                     f"{role} forwards fed {sent} tokens: after the prefill the {role} should feed at most {most} "
@@ -277,4 +283,4 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
                 raise CheckFailed(
                     f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
                     f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
-                    "(specdec_kit.crop_to) before the next round")
+                    "(specdec_kit.crop_to) in rollback, before the next round")
