@@ -22,23 +22,37 @@ def tiny_run(tmp_path_factory):
     code = main(["bench", "--pair", "tiny", "--k", "1,3", "--repeats", "2", "--limit", "2",
                  "--max-new-tokens", "12", "--threads", "2", "--out", str(out),
                  "--notebook", str(REPO / "solutions" / "speculative_decoding.ipynb")])
-    assert code == 0
+    assert code == 0, f"bench on the tiny pair should exit with status 0, got {code}"
     return out, json.loads((out / "bench.json").read_text())
 
 
 def test_json_follows_schema_and_files_exist(tiny_run):
     out, document = tiny_run
     bench.validate(document)
-    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (out / "bench.csv").read_text().startswith("method,k,prompt_id,repeat")
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (
+        f"bench.png should be a PNG file, got a file starting {(out / 'bench.png').read_bytes()[:8]!r}"
+    )
+    assert (out / "bench.csv").read_text().startswith("method,k,prompt_id,repeat"), (
+        f"bench.csv should start with the header method,k,prompt_id,repeat, "
+        f"got {(out / 'bench.csv').read_text()[:80]!r}"
+    )
 
 
 def test_rows_cover_every_method_k_prompt_and_repeat(tiny_run):
     _, document = tiny_run
     keys = {(r["method"], r["k"], r["prompt_id"], r["repeat"]) for r in document["rows"]}
-    assert len(keys) == len(document["rows"]) == 2 * 2 * (1 + 3 * 2)
-    assert all(r["identical_to_target"] for r in document["rows"])
-    assert {s["method"] for s in document["summary"]} == set(bench.METHODS)
+    assert len(keys) == len(document["rows"]) == 2 * 2 * (1 + 3 * 2), (
+        "2 prompts x 2 repeats x (target greedy + 3 methods x 2 values of k) should give 28 distinct rows, "
+        f"got {len(document['rows'])} rows, {len(keys)} distinct"
+    )
+    assert all(r["identical_to_target"] for r in document["rows"]), (
+        "every method's tokens should be identical to target greedy; differing rows: "
+        f"{[(r['method'], r['k'], r['prompt_id']) for r in document['rows'] if not r['identical_to_target']]}"
+    )
+    assert {s["method"] for s in document["summary"]} == set(bench.METHODS), (
+        f"the summary should cover the methods {sorted(bench.METHODS)}, "
+        f"got {sorted({s['method'] for s in document['summary']})}"
+    )
 
 
 def test_counts_come_from_the_models(tiny_run):
@@ -46,20 +60,36 @@ def test_counts_come_from_the_models(tiny_run):
     _, document = tiny_run
     for row in document["rows"]:
         if row["method"] in ("notebook", "no_cache"):
-            assert row["target_forwards"] == row["rounds"] == round(row["new_tokens"] / row["tokens_per_round"])
-            assert row["accepted"] <= row["proposed"] and row["rejections"] <= row["rounds"]
+            assert row["target_forwards"] == row["rounds"] == round(row["new_tokens"] / row["tokens_per_round"]), (
+                f"{row['method']}, k={row['k']}: one target forward per round, and new tokens / tokens per round "
+                f"rounds; got {row['target_forwards']} forwards, {row['rounds']} rounds, {row['new_tokens']} tokens "
+                f"at {row['tokens_per_round']} per round"
+            )
+            assert row["accepted"] <= row["proposed"] and row["rejections"] <= row["rounds"], (
+                f"{row['method']}, k={row['k']}: accepted drafts ({row['accepted']}) cannot exceed proposed "
+                f"({row['proposed']}), nor rejections ({row['rejections']}) the rounds ({row['rounds']})"
+            )
         if row["method"] == "notebook":
-            assert max(row["target_input_lengths"][1:]) <= row["k"] + 1
+            assert max(row["target_input_lengths"][1:]) <= row["k"] + 1, (
+                f"notebook, k={row['k']}: after the prefill the cached target should be fed at most k + 1 = "
+                f"{row['k'] + 1} tokens a round, got input lengths {row['target_input_lengths']}"
+            )
 
 
 def test_summary_figures_are_consistent(tiny_run):
     _, document = tiny_run
     for entry in document["summary"]:
-        assert 0 < entry["efficiency"] <= 1
+        assert 0 < entry["efficiency"] <= 1, (
+            f"{entry['method']}, k={entry['k']}: efficiency should lie in (0, 1], got {entry['efficiency']}"
+        )
         if entry["k"] is not None:
             assert entry["acceptance_rate"] <= entry["alpha"] + 1e-12, "unverified drafts make the rate <= alpha"
             assert entry["predicted_speedup"] == pytest.approx(
-                leviathan_speedup(entry["alpha"], entry["k"], entry["c"]))
+                leviathan_speedup(entry["alpha"], entry["k"], entry["c"])), (
+                f"{entry['method']}, k={entry['k']}: predicted_speedup should be Leviathan's formula for its alpha, "
+                f"k and c ({leviathan_speedup(entry['alpha'], entry['k'], entry['c'])}), "
+                f"got {entry['predicted_speedup']}"
+            )
 
 
 def test_schema_rejects_a_bad_document(tiny_run):
@@ -94,12 +124,19 @@ def test_rounds_read_off_a_cached_target():
     """Prompt of 5; round 0 proposes 3 and accepts 1; round 1 proposes 3 and accepts 3; round 2 proposes 2."""
     calls = [ForwardCall(8, 0, 0.0), ForwardCall(4, 6, 0.0), ForwardCall(3, 10, 0.0)]
     proposed, accepted = rounds_from_target_calls(calls, prompt_len=5, new_tokens=7)
-    assert proposed == [3, 3, 2] and accepted == [1, 3, 0]
+    assert proposed == [3, 3, 2] and accepted == [1, 3, 0], (
+        f"drafts per round should be proposed [3, 3, 2] and accepted [1, 3, 0], got {proposed} and {accepted}"
+    )
 
 
 def test_leviathan_formula():
-    assert leviathan_speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4)
-    assert leviathan_speedup(1.0, 4, 0.0) == pytest.approx(5.0)
+    assert leviathan_speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4), (
+        "alpha 0, k 4, c 0.1: one token per round of cost 1 + 4c, so speedup 1/1.4; "
+        f"got {leviathan_speedup(0.0, 4, 0.1)}"
+    )
+    assert leviathan_speedup(1.0, 4, 0.0) == pytest.approx(5.0), (
+        f"alpha 1, k 4, free drafts: 5 tokens per target forward, so speedup 5; got {leviathan_speedup(1.0, 4, 0.0)}"
+    )
 
 
 def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
@@ -112,7 +149,10 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
     draft, _ = load_model(tiny_dirs[1])
     setup = bench.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
     outcome = bench.run_hf_assisted(setup, "The capital of France is", 16, 3)
-    assert max(outcome.proposed) == 3
+    assert max(outcome.proposed) == 3, (
+        f"HF assisted generation pinned to k=3 should propose at most 3 drafts a round, reaching 3; "
+        f"got per round {outcome.proposed}"
+    )
     monkeypatch.setattr(bench, "pin_assistant_k", lambda draft, k: None)
     draft.generation_config.num_assistant_tokens = 5
     with pytest.raises(bench.HFKMismatchError, match="asked for k=3"):

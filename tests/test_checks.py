@@ -44,12 +44,17 @@ def hidden(monkeypatch):
 @pytest.mark.parametrize("check", [checks.check_correction_and_bonus, checks.check_eos_and_budget])
 def test_hidden_cases_differ_from_the_visible_ones(notebook, hidden, check):
     """The hidden siblings run other cases, and the solution passes them too."""
-    assert checks.eos_and_budget_cases(chain_start=1, cycle_start=80) != checks.eos_and_budget_cases()
+    assert checks.eos_and_budget_cases(chain_start=1, cycle_start=80) != checks.eos_and_budget_cases(), (
+        "the hidden EOS and budget cases should start elsewhere in the script than the visible ones"
+    )
     getattr(hidden, check.__name__)(notebook.SpeculativeDecoder)
 
 
 def test_hidden_speedup_ratio_comes_from_the_config(hidden):
-    assert 0 < hidden.SPEEDUP_MIN_RATIO == hidden.CONFIG["speedup"]["min_ratio"]
+    assert 0 < hidden.SPEEDUP_MIN_RATIO == hidden.CONFIG["speedup"]["min_ratio"], (
+        f"the hidden speedup ratio should be the config's positive min_ratio {hidden.CONFIG['speedup']['min_ratio']}, "
+        f"got {hidden.SPEEDUP_MIN_RATIO}"
+    )
 
 
 def call(new_tokens, cached, ids, started=0.0):
@@ -60,12 +65,24 @@ def test_stale_cache_position_finds_an_uncropped_rejected_draft():
     text = [5, 6, 7, 9]  # prompt 5; draft 6, 8 proposed, 8 rejected, 7 the correction; then 9
     cropped = [call(3, 0, [5, 6, 8]), call(2, 2, [7, 9])]
     uncropped = [call(3, 0, [5, 6, 8]), call(2, 3, [7, 9])]
-    assert checks.stale_cache_position(cropped, text) is None
-    assert checks.stale_cache_position(uncropped, text) == (1, 2)
-    assert checks.stale_cache_position(uncropped, text, judged={0}) is None
+    assert checks.stale_cache_position(cropped, text) is None, (
+        f"a cache cropped after the rejection holds only the text: no stale position expected, "
+        f"got (forward, position) {checks.stale_cache_position(cropped, text)}"
+    )
+    assert checks.stale_cache_position(uncropped, text) == (1, 2), (
+        "an uncropped cache keeps the rejected draft 8 at position 2 in forward 1: (1, 2) expected, "
+        f"got {checks.stale_cache_position(uncropped, text)}"
+    )
+    assert checks.stale_cache_position(uncropped, text, judged={0}) is None, (
+        "judging only forward 0, whose cache is empty, should find no stale position, "
+        f"got {checks.stale_cache_position(uncropped, text, judged={0})}"
+    )
 
 
 def test_first_after_marks_the_first_draft_call_of_each_round():
     drafts = [call(1, 0, [1], started=t) for t in (0.0, 1.0, 2.0, 4.0, 5.0)]
     targets = [call(3, 0, [1], started=t) for t in (3.0, 6.0)]
-    assert checks.first_after(drafts, targets) == {3}
+    assert checks.first_after(drafts, targets) == {3}, (
+        "only the draft call starting at 4.0 is the first after a target call (3.0; none follows 6.0): {3} expected, "
+        f"got {checks.first_after(drafts, targets)}"
+    )

@@ -43,4 +43,6 @@ def test_python_pin_is_supported():
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
     from packaging.specifiers import SpecifierSet
 
-    assert Version(python) in SpecifierSet(requires)
+    assert Version(python) in SpecifierSet(requires), (
+        f"environment.yml pins Python {python}, outside pyproject.toml's requires-python {requires}"
+    )

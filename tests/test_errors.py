@@ -34,4 +34,6 @@ def test_mismatched_tokenizers_are_refused(solution_classes, tiny_dirs, tmp_path
     other.save_pretrained(draft_copy)
     with pytest.raises(ValueError, match="tokenizers differ") as info:
         solution_classes["SpeculativeDecoder"](tiny_dirs[0], str(draft_copy), device="cpu")
-    assert str(draft_copy) in str(info.value) and tiny_dirs[0] in str(info.value)
+    assert str(draft_copy) in str(info.value) and tiny_dirs[0] in str(info.value), (
+        f"the mismatch error should name the target ({tiny_dirs[0]}) and the draft ({draft_copy}), got: {info.value}"
+    )

@@ -21,8 +21,11 @@ def test_greedy_matches_target(tiny_decoder, prompt):
             f"{type(tiny_decoder).__name__}, k={k}: speculative output must equal target greedy; "
             f"first mismatch at position {mismatch} of {len(got.token_ids)} tokens (expected {len(expected)})"
         )
-        assert got.text == tiny_decoder.target_tokenizer.decode(expected, skip_special_tokens=True)
-        assert str(got) == got.text
+        assert got.text == tiny_decoder.target_tokenizer.decode(expected, skip_special_tokens=True), (
+            f"{type(tiny_decoder).__name__}, k={k}: the result's text should be the target greedy tokens decoded "
+            f"without special tokens, got {got.text!r}"
+        )
+        assert str(got) == got.text, f"str() of a result should be its text {got.text!r}, got {str(got)!r}"
 
 
 def test_tiny_pair_acceptance_is_in_its_documented_range(tiny_decoder):

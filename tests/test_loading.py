@@ -229,8 +229,10 @@ def test_resolve_device_falls_back_to_cpu_without_a_gpu(caplog):
 
 
 def test_resolve_device_keeps_cpu():
-    assert resolve_device("cpu") == torch.device("cpu")
-    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu"), f"device 'cpu' should stay cpu, got {resolve_device('cpu')}"
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu"), (
+        f"torch.device('cpu') should stay cpu, got {resolve_device(torch.device('cpu'))}"
+    )
 
 
 @pytest.mark.parametrize(("device", "dtype"), [("cuda", torch.float16), ("cuda:0", torch.float16),
@@ -240,17 +242,32 @@ def test_default_dtype(device, dtype):
 
 
 def test_default_pair_on_cpu():
-    assert default_pair("cpu") == "synthetic-small"
+    assert default_pair("cpu") == "synthetic-small", (
+        f"the default pair on cpu should be 'synthetic-small', got {default_pair('cpu')!r}"
+    )
 
 
 def test_resolve_pair_names():
-    assert resolve_pair("pythia") == ("EleutherAI/pythia-1.4b-deduped", "EleutherAI/pythia-160m-deduped")
-    assert resolve_pair("pythia") == (DEFAULT_TARGET, DEFAULT_DRAFT)
-    assert resolve_pair("gpt2") == ("gpt2-large", "gpt2")
-    assert resolve_pair("zoo:tiny") == (TARGET, DRAFT)
-    assert resolve_pair("tiny") == (TARGET, DRAFT)
+    assert resolve_pair("pythia") == ("EleutherAI/pythia-1.4b-deduped", "EleutherAI/pythia-160m-deduped"), (
+        f"pair 'pythia' should be the 1.4b target with the 160m draft, got {resolve_pair('pythia')}"
+    )
+    assert resolve_pair("pythia") == (DEFAULT_TARGET, DEFAULT_DRAFT), (
+        f"pair 'pythia' should be the default target and draft {(DEFAULT_TARGET, DEFAULT_DRAFT)}, "
+        f"got {resolve_pair('pythia')}"
+    )
+    assert resolve_pair("gpt2") == ("gpt2-large", "gpt2"), (
+        f"pair 'gpt2' should be target gpt2-large with draft gpt2, got {resolve_pair('gpt2')}"
+    )
+    assert resolve_pair("zoo:tiny") == (TARGET, DRAFT), (
+        f"pair 'zoo:tiny' should be {(TARGET, DRAFT)}, got {resolve_pair('zoo:tiny')}"
+    )
+    assert resolve_pair("tiny") == (TARGET, DRAFT), (
+        f"pair 'tiny' should be {(TARGET, DRAFT)}, got {resolve_pair('tiny')}"
+    )
     for pair in zoo.pair_names():
-        assert resolve_pair(pair) == (f"zoo:{pair}/target", f"zoo:{pair}/draft")
+        assert resolve_pair(pair) == (f"zoo:{pair}/target", f"zoo:{pair}/draft"), (
+            f"zoo pair {pair!r} should be zoo:{pair}/target with zoo:{pair}/draft, got {resolve_pair(pair)}"
+        )
 
 
 def test_grading_loads_no_hub_model_and_uses_tiny(monkeypatch):
@@ -258,4 +275,6 @@ def test_grading_loads_no_hub_model_and_uses_tiny(monkeypatch):
     monkeypatch.setenv("SPECDEC_GRADING", "1")
     with pytest.raises(ModelNotFoundError, match="grading runs offline"):
         load_model(DEFAULT_TARGET)
-    assert default_pair("cuda") == "tiny"
+    assert default_pair("cuda") == "tiny", (
+        f"while grading, the default pair should be 'tiny', got {default_pair('cuda')!r}"
+    )

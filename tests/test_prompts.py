@@ -15,9 +15,14 @@ COURSE_PROMPTS = [
 
 def test_kit_prompts_hold_the_course_prompts_and_categories():
     prompts = load_prompts()
-    assert [p.text for p in prompts[:3]] == COURSE_PROMPTS
-    assert len(prompts) >= 12
-    assert {"code", "factual", "list", "dialogue", "summary/repetition"} <= {p.category for p in prompts}
+    assert [p.text for p in prompts[:3]] == COURSE_PROMPTS, (
+        f"the first three prompts should be the course's {COURSE_PROMPTS}, got {[p.text for p in prompts[:3]]}"
+    )
+    assert len(prompts) >= 12, f"the prompt set should hold at least 12 prompts, got {len(prompts)}"
+    assert {"code", "factual", "list", "dialogue", "summary/repetition"} <= {p.category for p in prompts}, (
+        "the prompts should cover the categories code, factual, list, dialogue and summary/repetition; "
+        f"found {sorted({p.category for p in prompts})}"
+    )
 
 
 def write(tmp_path, data):

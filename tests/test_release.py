@@ -26,13 +26,21 @@ def test_blank_release_fails_every_check_at_once():
 
 def test_release_holds_no_solution_or_hidden_test():
     text = RELEASE.read_text()
-    assert not [marker for marker in release.FORBIDDEN_TEXT if marker in text]
-    assert "raise NotImplementedError()" in text and release.INSTALL_TOKEN not in text
+    assert not [marker for marker in release.FORBIDDEN_TEXT if marker in text], (
+        "the release notebook should hold no solution or hidden-test marker, found "
+        f"{[marker for marker in release.FORBIDDEN_TEXT if marker in text]}"
+    )
+    assert "raise NotImplementedError()" in text and release.INSTALL_TOKEN not in text, (
+        f"the release notebook should hold `raise NotImplementedError()` stubs and not {release.INSTALL_TOKEN!r}"
+    )
 
 
 def test_student_tree_is_checked(tmp_path):
     tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
-    assert sorted(p.name for p in tree.iterdir()) == ["README.md", "data", "pyproject.toml", release.NOTEBOOK, "src"]
+    assert sorted(p.name for p in tree.iterdir()) == ["README.md", "data", "pyproject.toml", release.NOTEBOOK, "src"], (
+        f"the student tree should hold only README.md, data, pyproject.toml, {release.NOTEBOOK} and src, "
+        f"got {sorted(p.name for p in tree.iterdir())}"
+    )
     leak = tree / "src" / "specdec_kit" / "leak.py"
     leak.write_text(f"# {release.FORBIDDEN_TEXT[0]}\n")
     with pytest.raises(release.ReleaseError, match="leak.py"):
@@ -47,4 +55,4 @@ def test_built_wheel_holds_no_instructor_material(tmp_path):
     zipfile.ZipFile(wheel).extractall(unpacked)
     release.check_student_tree(unpacked)
     assert (unpacked / "specdec_kit" / "data" / "prompts.json").is_file(), "the wheel ships the prompts"
-    assert (unpacked / "specdec_kit" / "bench_schema.json").is_file()
+    assert (unpacked / "specdec_kit" / "bench_schema.json").is_file(), "the wheel ships the benchmark's JSON schema"

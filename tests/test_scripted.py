@@ -39,7 +39,9 @@ def test_script_has_both_full_and_partial_rounds():
     """The script itself must exercise rejections and full acceptances, or the test above proves little."""
     rounds = [predict_rounds(start, 4, 30) for start in SCRIPT.cycle[:12]]
     accepted = [a for r in rounds for a in r.accepted]
-    assert 4 in accepted and 0 in accepted and any(0 < a < 4 for a in accepted)
+    assert 4 in accepted and 0 in accepted and any(0 < a < 4 for a in accepted), (
+        f"at k=4 the script should give rounds with 4, 0 and 1-3 accepted drafts; accepted per round: {accepted}"
+    )
 
 
 def test_correction_token_is_the_targets_own(scripted_decoder):
@@ -47,7 +49,10 @@ def test_correction_token_is_the_targets_own(scripted_decoder):
     ids = torch.tensor([[x]])
     drafts = torch.tensor([[SCRIPT.draft_next[x]]])
     accepted, position, next_token = scripted_decoder.verify_tokens_vectorized(ids, drafts, torch.ones_like(ids))
-    assert position == 0 and accepted.shape == (1, 0)
+    assert position == 0 and accepted.shape == (1, 0), (
+        f"a rejected first draft should leave 0 accepted tokens, got position {position} and "
+        f"accepted of shape {tuple(accepted.shape)}"
+    )
     assert next_token.tolist() == [[SCRIPT.target_next[x]]], "on a rejection the target's token replaces the draft"
 
 
@@ -58,7 +63,10 @@ def test_bonus_token_after_full_acceptance(scripted_decoder):
     ids = torch.tensor([[x]])
     accepted, position, next_token = scripted_decoder.verify_tokens_vectorized(
         ids, torch.tensor([chain]), torch.ones_like(ids))
-    assert position == 2 and accepted.tolist() == [chain]
+    assert position == 2 and accepted.tolist() == [chain], (
+        f"both drafts are the target's own tokens, so both should be accepted ({[chain]}); "
+        f"got position {position} and {accepted.tolist()}"
+    )
     assert next_token.tolist() == [[SCRIPT.target_next[chain[-1]]]], "all accepted: the bonus token follows"
 
 
@@ -69,7 +77,9 @@ def test_eos_ends_the_text(scripted_decoder, k, label):
     expected = [*SCRIPT.eos_chain[1:], SCRIPT.eos_id]
     got = scripted_decoder.speculative_decode(prompt_ending_in(c0, scripted_decoder), 50, k)
     assert got.token_ids == expected, f"EOS {label}: expected {expected}, got {got.token_ids}"
-    assert got.token_ids == target_greedy(scripted_decoder, prompt_ending_in(c0, scripted_decoder), 50)
+    assert got.token_ids == target_greedy(scripted_decoder, prompt_ending_in(c0, scripted_decoder), 50), (
+        f"EOS {label}: the speculative tokens should equal the target's own greedy output, got {got.token_ids}"
+    )
     assert_rounds_as_scripted(scripted_decoder, c0, k, 50)
 
 

@@ -31,12 +31,16 @@ def code(source, nbgrader=None, tags=None):
 
 def test_solution_defines_both_classes():
     classes = load_decoder_classes(SOLUTION)
-    assert issubclass(classes["CachedSpeculativeDecoder"], classes["SpeculativeDecoder"])
+    assert issubclass(classes["CachedSpeculativeDecoder"], classes["SpeculativeDecoder"]), (
+        "the solution's CachedSpeculativeDecoder should be a subclass of its SpeculativeDecoder"
+    )
 
 
 def test_solution_demo_cell_is_not_run():
     labels = [cell.label for cell in code_to_run(nbformat.read(SOLUTION, as_version=4))]
-    assert labels == ["setup", "imports", "speculative_decoder", "cached_speculative_decoder"]
+    assert labels == ["setup", "imports", "speculative_decoder", "cached_speculative_decoder"], (
+        f"the seam should run the setup, imports and both decoder cells and no demo cell, got {labels}"
+    )
 
 
 def test_which_cells_run(tmp_path):
@@ -52,9 +56,13 @@ def test_which_cells_run(tmp_path):
     ])
     module = load_notebook(path)
     assert module.ran == ["answer"], "only the solution cell's statements should have run"
-    assert module.helper(2) == 4 and module.LIMIT == 10 and module.NAMES == ("a", "b")
-    assert isinstance(module.Extra, type) and module.os.sep
-    assert not hasattr(module, "experiment")
+    assert module.helper(2) == 4 and module.LIMIT == 10 and module.NAMES == ("a", "b"), (
+        "the function and constants a student's cell defines (helper, LIMIT = 10, NAMES = ('a', 'b')) should be kept"
+    )
+    assert isinstance(module.Extra, type) and module.os.sep, (
+        "the class Extra and the `import os` of a student's cell should be kept"
+    )
+    assert not hasattr(module, "experiment"), "a student's cell should keep only definitions: `experiment` must not run"
 
 
 def test_missing_class_is_named(tmp_path):
@@ -91,4 +99,6 @@ def test_traceback_shows_the_cells_source(tmp_path):
     import traceback
 
     text = "".join(traceback.format_exception(info.value.__cause__))
-    assert "return undefined_name" in text
+    assert "return undefined_name" in text, (
+        f"the traceback should show the cell's line 'return undefined_name', got:\n{text}"
+    )

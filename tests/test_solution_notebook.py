@@ -19,6 +19,8 @@ def test_solution_runs_top_to_bottom(tmp_path, monkeypatch):
                    ).execute()
     outputs = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                       for out in cell.outputs)
-    assert "acceptance rate" in outputs and "'speedup'" in outputs
+    assert "acceptance rate" in outputs and "'speedup'" in outputs, (
+        f"the notebook's outputs should print an acceptance rate and a 'speedup' entry; they end:\n{outputs[-2000:]}"
+    )
     assert any(out.output_type == "display_data" and "image/png" in out.data
                for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs), "the plot shows"

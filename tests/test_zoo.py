@@ -24,9 +24,9 @@ def test_parallel_materialize_builds_once(tmp_path):
         worker.start()
     for worker in workers:
         worker.join(timeout=300)
-        assert worker.exitcode == 0
+        assert worker.exitcode == 0, f"each materializing process should exit with status 0, got {worker.exitcode}"
     first, second = queue.get(), queue.get()
-    assert first == second
+    assert first == second, f"both processes should get the same model directories, got {first} and {second}"
     root = tmp_path / "zoo"
     built = [p.name for p in next(root.iterdir()).iterdir() if p.is_dir()]
     assert built == ["scripted-v1"], f"expected one finished pair and no leftovers, found {built}"
@@ -36,9 +36,16 @@ def test_parallel_materialize_builds_once(tmp_path):
 
 def test_build_record_and_known_pairs(tiny_dirs):
     record = json.loads((zoo.materialize("tiny")[0].parent / "zoo.json").read_text())
-    assert record["pair"] == "tiny" and record["min_margin"] >= zoo.MIN_MARGIN
-    assert 0.5 <= record["agreement"] <= 0.9
-    assert set(zoo.pair_names()) == {"scripted", "tiny", "tiny-b", "synthetic-small", "synthetic-pythia"}
+    assert record["pair"] == "tiny" and record["min_margin"] >= zoo.MIN_MARGIN, (
+        f"tiny's zoo.json should name the pair 'tiny' with a logit margin of at least {zoo.MIN_MARGIN}, got {record}"
+    )
+    assert 0.5 <= record["agreement"] <= 0.9, (
+        f"tiny's draft should agree with its target on 50-90% of tokens, got {record['agreement']:.0%}"
+    )
+    assert set(zoo.pair_names()) == {"scripted", "tiny", "tiny-b", "synthetic-small", "synthetic-pythia"}, (
+        f"the zoo's pairs should be scripted, tiny, tiny-b, synthetic-small and synthetic-pythia, "
+        f"got {sorted(zoo.pair_names())}"
+    )
 
 
 def test_scripted_model_follows_its_script(scripted_dirs):
@@ -49,5 +56,11 @@ def test_scripted_model_follows_its_script(scripted_dirs):
     draft = AutoModelForCausalLM.from_pretrained(scripted_dirs[1])
     ids = torch.tensor([list(script.cycle[:40])])
     with torch.inference_mode():
-        assert target(ids).logits.argmax(-1)[0].tolist() == [script.target_next[t] for t in script.cycle[:40]]
-        assert draft(ids).logits.argmax(-1)[0].tolist() == [script.draft_next[t] for t in script.cycle[:40]]
+        assert target(ids).logits.argmax(-1)[0].tolist() == [script.target_next[t] for t in script.cycle[:40]], (
+            "on the first 40 tokens of the cycle the scripted target's greedy next token should be the script's "
+            "target_next of each token"
+        )
+        assert draft(ids).logits.argmax(-1)[0].tolist() == [script.draft_next[t] for t in script.cycle[:40]], (
+            "on the first 40 tokens of the cycle the scripted draft's greedy next token should be the script's "
+            "draft_next of each token"
+        )
