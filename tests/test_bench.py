@@ -59,7 +59,7 @@ def test_counts_come_from_the_models(tiny_run):
     """One target forward per round, and the cached decoder never re-sends the prompt after round one."""
     _, document = tiny_run
     for row in document["rows"]:
-        if row["method"] in ("notebook", "no_cache"):
+        if row["method"] in ("cached", "no_cache"):
             assert row["target_forwards"] == row["rounds"] == round(row["new_tokens"] / row["tokens_per_round"]), (
                 f"{row['method']}, k={row['k']}: one target forward per round, and new tokens / tokens per round "
                 f"rounds; got {row['target_forwards']} forwards, {row['rounds']} rounds, {row['new_tokens']} tokens "
@@ -69,7 +69,7 @@ def test_counts_come_from_the_models(tiny_run):
                 f"{row['method']}, k={row['k']}: accepted drafts ({row['accepted']}) cannot exceed proposed "
                 f"({row['proposed']}), nor rejections ({row['rejections']}) the rounds ({row['rounds']})"
             )
-        if row["method"] == "notebook":
+        if row["method"] == "cached":
             assert max(row["target_input_lengths"][1:]) <= row["k"] + 1, (
                 f"notebook, k={row['k']}: after the prefill the cached target should be fed at most k + 1 = "
                 f"{row['k'] + 1} tokens a round, got input lengths {row['target_input_lengths']}"

@@ -7,7 +7,7 @@ On one pair, one machine and the same prompts, in one run, it times:
 - `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config and
   checked against the calls the draft actually received;
 - `no_cache`: the notebook's `SpeculativeDecoder`;
-- `notebook`: the notebook's `CachedSpeculativeDecoder`.
+- `cached`: the notebook's `CachedSpeculativeDecoder`.
 Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
 so drift hits all alike. Forward calls are counted and timed by hooks on the models (`counting.py`),
 never taken from the decoder. The figures (`rows`, `summary`, `micro`) follow `bench_schema.json`.
@@ -37,9 +37,9 @@ from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, synchronize, timed
 
-SCHEMA_VERSION = 1
-METHODS = ("target_greedy", "hf_assisted", "no_cache", "notebook")
-DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "notebook": "CachedSpeculativeDecoder"}
+SCHEMA_VERSION = 2
+METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
+DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder"}
 CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
 MICRO_REPEATS = 15
 WARMUP_TOKENS = 8
@@ -74,9 +74,9 @@ class Setup:
 # The four methods
 
 
-def run_target_greedy(setup: Setup, prompt: str, max_new: int, k: int | None) -> Decoded:
+def run_target_greedy(setup: Setup, prompt: str, max_new_tokens: int, k: int | None) -> Decoded:
     ids = encode(setup, prompt)
-    return Decoded(target_greedy(setup.target, ids, max_new))
+    return Decoded(target_greedy(setup.target, ids, max_new_tokens))
 
 
 def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
@@ -87,15 +87,15 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
     config.assistant_confidence_threshold = 0.0
 
 
-def run_hf_assisted(setup: Setup, prompt: str, max_new: int, k: int) -> Decoded:
+def run_hf_assisted(setup: Setup, prompt: str, max_new_tokens: int, k: int) -> Decoded:
     ids = encode(setup, prompt)
     pin_assistant_k(setup.draft, k)
     with ForwardRecorder(setup.target) as calls:
         out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
-                                    max_new_tokens=max_new, do_sample=False)
+                                    max_new_tokens=max_new_tokens, do_sample=False)
     tokens = out[0, ids.shape[1]:].tolist()
     proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
-    if max(proposed) != min(k, max_new - 1):
+    if max(proposed) != min(k, max_new_tokens - 1):
         raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
                                f"{max(proposed)} draft tokens per round: {proposed}")
     return Decoded(tokens, proposed, accepted)
@@ -114,8 +114,8 @@ def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[l
 
 
 def run_decoder(method: str) -> Callable:
-    def run(setup: Setup, prompt: str, max_new: int, k: int) -> Decoded:
-        result = setup.decoders[method].speculative_decode(prompt, max_new, k)
+    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int) -> Decoded:
+        result = setup.decoders[method].speculative_decode(prompt, max_new_tokens, k)
         eos = setup.tokenizer.eos_token_id
         return Decoded(list(result.token_ids), list(result.proposed), list(result.accepted),
                        ended_at_eos=bool(result.token_ids) and result.token_ids[-1] == eos)
@@ -123,7 +123,7 @@ def run_decoder(method: str) -> Callable:
 
 
 RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
-           "no_cache": run_decoder("no_cache"), "notebook": run_decoder("notebook")}
+           "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached")}
 
 
 def encode(setup: Setup, prompt: str) -> torch.Tensor:
@@ -141,11 +141,11 @@ def acceptance_figures(drafts: Acceptance) -> dict:
             "rejections": drafts.rejections}
 
 
-def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new: int) -> tuple[Decoded, dict]:
+def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_tokens: int) -> tuple[Decoded, dict]:
     """Run one method once, timed, with both models' forwards counted and timed by hooks."""
     with ForwardRecorder(_model_of(setup, method, "target")) as target_calls, \
             ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
-        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new, k)
+        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new_tokens, k)
     row = {
         "method": method, "k": k, "prompt_id": prompt.id, "new_tokens": len(outcome.token_ids),
         "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
@@ -249,11 +249,11 @@ def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats:
     bar = tqdm(total=repeats * len(prompts) * len(plan), desc="bench", disable=not progress)
     for repeat in range(repeats):
         for prompt in prompts:
-            max_new = max_new_tokens or prompt.max_new_tokens
+            budget = max_new_tokens or prompt.max_new_tokens
             shift = (repeat + prompts.index(prompt)) % len(plan)
             outcomes = {}
             for method, k in plan[shift:] + plan[:shift]:  # rotate the order: drift hits every method
-                outcomes[(method, k)] = measure(setup, method, prompt, k, max_new)
+                outcomes[(method, k)] = measure(setup, method, prompt, k, budget)
                 bar.update()
             reference = outcomes[("target_greedy", None)][0].token_ids
             for outcome, row in outcomes.values():
@@ -277,7 +277,7 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
     `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder) to a notebook's
-    classes; `no_cache` and `notebook` need the one they run.
+    classes; `no_cache` and `cached` need the one they run.
     """
     from .loading import resolve_device
 
@@ -353,8 +353,8 @@ def benchmark_decoder(decoder, prompt: str, max_tokens: int = 100, num_runs: int
     """
     device = decoder.target_model.device
     setup = Setup(decoder.target_model, decoder.draft_model, decoder.target_tokenizer,
-                  {"notebook": decoder}, device)
-    methods = ["target_greedy", "notebook"] if compare_baseline else ["notebook"]
+                  {"cached": decoder}, device)
+    methods = ["target_greedy", "cached"] if compare_baseline else ["cached"]
     one = Prompt("prompt", "user", prompt, max_tokens)
     plan = [(m, None if m == "target_greedy" else num_speculative_tokens) for m in methods]
     for method, k in plan:
@@ -364,7 +364,7 @@ def benchmark_decoder(decoder, prompt: str, max_tokens: int = 100, num_runs: int
         for method, k in plan[repeat % len(plan):] + plan[:repeat % len(plan)]:
             outcome, row = measure(setup, method, one, k, max_tokens)
             rows.append(row | {"repeat": repeat, "tokens": outcome.token_ids})
-    spec = [r for r in rows if r["method"] == "notebook"]
+    spec = [r for r in rows if r["method"] == "cached"]
     result = {
         "num_runs": num_runs, "k": num_speculative_tokens, "new_tokens": spec[0]["new_tokens"],
         "times": [r["seconds"] for r in spec], "tokens_per_s": statistics.median(r["tokens_per_s"] for r in spec),

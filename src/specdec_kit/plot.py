@@ -11,10 +11,10 @@ import pandas as pd
 
 from .theory import leviathan_speedup
 
-STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "notebook": ("tab:blue", "o")}
+STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "cached": ("tab:blue", "o")}
 
 
-def plot_bench(document: dict, theory_method: str = "notebook"):
+def plot_bench(document: dict, theory_method: str = "cached"):
     """Two panels: speedup over target greedy (median, interquartile bars) and acceptance rate, by k.
 
     Theory, for `theory_method`: Leviathan et al.'s expected speedup from its measured alpha and c, and

@@ -296,7 +296,7 @@ _setups: dict[tuple, object] = {}
 
 def run_baseline(request: dict, emit: Emit) -> None:
     """The kit's methods on the kit's own copy of a pair, no student code: `target_greedy`, `hf_assisted`
-    (cases `[prompt, max_new, k]`) and `margin` (cases `[prompt, expected, got]`: the target's top-2 logit
+    (cases `[prompt, max_new_tokens, k]`) and `margin` (cases `[prompt, expected, got]`: the target's top-2 logit
     margin where `got` leaves `expected`)."""
     from . import bench
     from .loading import default_dtype, resolve_pair

@@ -63,15 +63,15 @@ def near_tie_accepted(prompt_id: str, mismatch, dtype: torch.dtype) -> None:
           f"(margin {mismatch.margin:.3f} < {NEAR_TIE}), accepted")
 
 
-def _gate_exact(setup, prompts, k: int, max_new: int) -> None:
+def _gate_exact(setup, prompts, k: int, max_new_tokens: int) -> None:
     """On the timing pair: the decoder's tokens equal target greedy, up to an fp16 near-tie (margin shown)."""
     from ..bench import encode
 
-    decoder = setup.decoders["notebook"]
+    decoder = setup.decoders["cached"]
     for prompt in prompts:
         ids = encode(setup, prompt.text)
-        expected = target_greedy(setup.target, ids, max_new)
-        got = list(decoder.speculative_decode(prompt.text, max_new, k).token_ids)
+        expected = target_greedy(setup.target, ids, max_new_tokens)
+        got = list(decoder.speculative_decode(prompt.text, max_new_tokens, k).token_ids)
         mismatch = first_mismatch(setup.target, ids, expected, got)
         if mismatch is not None:
             near_tie_accepted(prompt.id, mismatch, setup.target.dtype)
@@ -84,7 +84,7 @@ def timing_plan(device: str | torch.device | None = None) -> dict:
 
     device = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return {"device": device, "pair": default_pair(device, timing=True), "prompts": load_prompts()[:SPEEDUP_PROMPTS],
-            "k": SPEEDUP_K, "max_new": SPEEDUP_TOKENS, "repeats": speedup_repeats()}
+            "k": SPEEDUP_K, "max_new_tokens": SPEEDUP_TOKENS, "repeats": speedup_repeats()}
 
 
 def measure_speedup(decoder_class: type, device: str | None = None) -> dict:
@@ -99,11 +99,11 @@ def measure_speedup(decoder_class: type, device: str | None = None) -> dict:
     plan = timing_plan(device)
     target, draft = resolve_pair(plan["pair"])
     setup = bench.make_setup(target, draft, {"CachedSpeculativeDecoder": decoder_class}, plan["device"],
-                             default_dtype(plan["device"]), ["hf_assisted", "notebook"])
-    _gate_exact(setup, plan["prompts"], plan["k"], plan["max_new"])
+                             default_dtype(plan["device"]), ["hf_assisted", "cached"])
+    _gate_exact(setup, plan["prompts"], plan["k"], plan["max_new_tokens"])
     with timing_lock():
-        rows, _ = bench.run_bench(setup, plan["prompts"], [plan["k"]], plan["repeats"], ["hf_assisted", "notebook"],
-                                  plan["max_new"], progress=False, micro=False)
+        rows, _ = bench.run_bench(setup, plan["prompts"], [plan["k"]], plan["repeats"], ["hf_assisted", "cached"],
+                                  plan["max_new_tokens"], progress=False, micro=False)
     speed = {(r["method"], r["prompt_id"], r["repeat"]): r["tokens_per_s"] for r in rows}
     return speed_summary(speed, plan, str(setup.target.dtype).removeprefix("torch."))
 
@@ -114,21 +114,21 @@ def speed_summary(speed: dict, plan: dict, dtype: str) -> dict:
     runs = {(prompt_id, repeat) for _, prompt_id, repeat in speed}
 
     def median_ratio(baseline: str) -> float:
-        return statistics.median(speed[("notebook", *run)] / speed[(baseline, *run)] for run in runs)
+        return statistics.median(speed[("cached", *run)] / speed[(baseline, *run)] for run in runs)
 
     def tokens_per_s(method: str) -> float:
         return statistics.median(v for (m, *_), v in speed.items() if m == method)
 
     return {"pair": plan["pair"], "device": str(plan["device"]), "dtype": dtype, "k": plan["k"], "runs": len(runs),
             "vs_hf_assisted": median_ratio("hf_assisted"), "vs_target_greedy": median_ratio("target_greedy"),
-            "tokens_per_s": {m: tokens_per_s(m) for m in ("notebook", "hf_assisted", "target_greedy")}}
+            "tokens_per_s": {m: tokens_per_s(m) for m in ("cached", "hf_assisted", "target_greedy")}}
 
 
 def describe_speed(measured: dict) -> str:
     speed = measured["tokens_per_s"]
     return (f"speedup on {measured['pair']} ({measured['device']}, {measured['dtype']}, k={measured['k']}, "
             f"median of {measured['runs']} paired runs): {measured['vs_hf_assisted']:.2f}x HF assisted generation, "
-            f"{measured['vs_target_greedy']:.2f}x target greedy; tokens/s: notebook {speed['notebook']:.1f}, "
+            f"{measured['vs_target_greedy']:.2f}x target greedy; tokens/s: cached {speed['cached']:.1f}, "
             f"hf_assisted {speed['hf_assisted']:.1f}, target_greedy {speed['target_greedy']:.1f}")
 
 

@@ -139,14 +139,14 @@ def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Pa
     device = str(timing["device"])
     student, kit = Child(cells, threads, plan.memory_mb, log), Child([], threads, 0, None)
     base = {"pair": timing["pair"], "device": device}
-    requests = {"notebook": (student, {"kind": "decode", "class": "CachedSpeculativeDecoder", "keep": True}),
+    requests = {"cached": (student, {"kind": "decode", "class": "CachedSpeculativeDecoder", "keep": True}),
                 "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
                 "target_greedy": (kit, {"kind": "baseline", "method": "target_greedy"})}
 
-    def timed(method: str, prompt, max_new: int):
+    def timed(method: str, prompt, max_new_tokens: int):
         child, request = requests[method]
         started = time.perf_counter()
-        events = child.request({**base, **request, "cases": [[prompt.text, max_new, timing["k"]]]},
+        events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
                                plan.check_seconds)
         seconds = time.perf_counter() - started
         [case] = assemble(events)
@@ -156,7 +156,7 @@ def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Pa
         for method in ("hf_assisted", "target_greedy"):  # warm-up: loading, allocation, kernel selection
             timed(method, timing["prompts"][0], 8)
         for prompt in timing["prompts"]:
-            timed("notebook", prompt, timing["max_new"])
+            timed("cached", prompt, timing["max_new_tokens"])
         if before_timing:
             before_timing()
         with checks.timing_lock(), QUIET.timing():
@@ -165,8 +165,8 @@ def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Pa
             for repeat in range(timing["repeats"]):
                 for i, prompt in enumerate(timing["prompts"]):
                     shift = (repeat + i) % len(order)
-                    runs = {m: timed(m, prompt, timing["max_new"]) for m in order[shift:] + order[:shift]}
-                    case, greedy = runs["notebook"][0], runs["target_greedy"][0].result["token_ids"]
+                    runs = {m: timed(m, prompt, timing["max_new_tokens"]) for m in order[shift:] + order[:shift]}
+                    case, greedy = runs["cached"][0], runs["target_greedy"][0].result["token_ids"]
                     if prompt.id not in first:
                         first[prompt.id] = _same_as_greedy(case, greedy, prompt, base, kit, plan)
                     _require_decoded(case, first[prompt.id], prompt.id)
