@@ -73,14 +73,18 @@ def cells_to_consider(notebook: nbformat.NotebookNode) -> list[tuple[int, str, s
             continue
         if is_test_cell(cell):
             continue
-        cells.append((index, nbgrader.get("grade_id") or f"cell {index}", _strip_magics(cell.source), nbgrader))
+        cells.append((index, nbgrader.get("grade_id") or f"cell {index}", blank_magics(cell.source), nbgrader))
     return cells
+
+
+def is_graded_cell(cell: nbformat.NotebookNode) -> bool:
+    """A cell that earns points: nbgrader `grade` (a test cell, or an answer graded by hand)."""
+    return bool(cell.metadata.get("nbgrader", {}).get("grade"))
 
 
 def is_test_cell(cell: nbformat.NotebookNode) -> bool:
     """A graded test cell: nbgrader `grade` without `solution`."""
-    nbgrader = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
+    return cell.cell_type == "code" and is_graded_cell(cell) and not cell.metadata["nbgrader"].get("solution")
 
 
 def code_to_run(notebook: nbformat.NotebookNode, name: str = "notebook",
@@ -175,7 +179,7 @@ def load_decoder_classes(path: str | Path, names: tuple[str, ...] = DECODER_CLAS
     return {name: getattr(module, name) for name in names}
 
 
-def _strip_magics(source: str) -> str:
+def blank_magics(source: str) -> str:
     """Blank out IPython magics and shell escapes, keeping line numbers."""
     lines = source.splitlines()
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)

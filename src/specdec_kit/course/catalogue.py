@@ -18,10 +18,9 @@ from pathlib import Path
 
 import nbformat
 
-from .nbgrader import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION, FORBIDDEN_TEXT
+from .nbgrader import BEGIN_SOLUTION, END_SOLUTION, FORBIDDEN_TEXT, remove_hidden_tests
 from .release import source_notebook
 
-_HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}.*?{END_HIDDEN}[ \t]*\n?", re.S | re.M)
 _MARKER = re.compile(rf"^[ \t]*({BEGIN_SOLUTION}|{END_SOLUTION})[ \t]*(\n|$)", re.M)
 
 
@@ -49,7 +48,7 @@ def make_submission(solution: Path, entry: Entry) -> nbformat.NotebookNode:
     """The solution as a student would hand it in, with `entry`'s edits (each must apply exactly once)."""
     notebook = nbformat.reads(source_notebook(solution), as_version=4)
     for cell in notebook.cells:  # the report, a markdown answer cell, keeps its text as a written report
-        cell.source = _MARKER.sub("", _HIDDEN.sub("", cell.source))
+        cell.source = _MARKER.sub("", remove_hidden_tests(cell.source))
     for old, new in entry.edits:
         cells = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
         count = sum(cell.source.count(old) for cell in cells)

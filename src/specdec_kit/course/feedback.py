@@ -42,13 +42,12 @@ from traitlets.config.loader import PyFileConfigLoader
 from ..adapters import is_test_cell
 from .nbgrader import (
     ASSIGNMENT,
-    BEGIN_HIDDEN,
-    END_HIDDEN,
     FORBIDDEN_TEXT,
     NOTEBOOK,
     _import_name,
     _list_setting,
     nbgrader_env,
+    remove_hidden_tests,
 )
 
 SCRUBBED = "<grader>"
@@ -56,7 +55,6 @@ ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata grading.py gives 
 TRACEBACK = "Traceback (most recent call last)"
 MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
 PENDING = "Graded by hand: pending"
-_HIDDEN_REGION = re.compile(rf"^[ \t]*{re.escape(BEGIN_HIDDEN)}.*?{re.escape(END_HIDDEN)}[ \t]*\n?", re.S | re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
 # A traceback frame in a file: Python's `File "/x.py", line 3`, IPython's `File /x.py:3`.
@@ -121,7 +119,7 @@ def clean_for_feedback(notebook: nbformat.NotebookNode, secrets: list[str]) -> n
     cleaned.cells = [cell for cell in cleaned.cells if not _is_staff_cell(cell)]
     test_cells = {cell.get("execution_count") for cell in cleaned.cells if is_test_cell(cell)}
     for cell in cleaned.cells:
-        cell.source = _HIDDEN_REGION.sub("", cell.source)
+        cell.source = remove_hidden_tests(cell.source)
         for output in cell.get("outputs", []):
             _clean_output(output, secrets, test_cells)
     return cleaned

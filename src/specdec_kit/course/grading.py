@@ -42,6 +42,7 @@ import nbformat
 
 from .. import settings as kit_settings
 from .. import zoo
+from ..adapters import is_graded_cell
 from . import feedback, scan, verdict
 from .nbgrader import (
     ASSIGNMENT,
@@ -222,7 +223,7 @@ def course_points(course: Path) -> dict[str, float]:
     """Points of every graded cell, by grade_id, in notebook order (from the course's source notebook)."""
     notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
-            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+            for c in notebook.cells if is_graded_cell(c)}
 
 
 def graded_cells(course: Path) -> list[str]:
@@ -555,12 +556,11 @@ def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], re
     """
     from nbgrader.utils import determine_grade
 
-    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells
-             if c.metadata.get("nbgrader", {}).get("grade")}
+    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_graded_cell(c)}
     scores = {}
     for original in release.cells:
         name = original.metadata.get("nbgrader", {}).get("grade_id")
-        if not original.metadata.get("nbgrader", {}).get("grade"):
+        if not is_graded_cell(original):
             continue
         manual = before.get(name, (None, None, None))[1]
         if name in points:

@@ -11,6 +11,7 @@ with the package, never holds the text the release checks look for. Importing it
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,18 @@ BEGIN_SOLUTION, END_SOLUTION = (f"### {edge} SOLUTION" for edge in ("BEGIN", "EN
 BEGIN_HIDDEN, END_HIDDEN = (f"### {edge} HIDDEN TESTS" for edge in ("BEGIN", "END"))
 FORBIDDEN_TEXT = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN,
                   f"from {_HIDDEN_PACKAGE}", f"import {_HIDDEN_PACKAGE}")
+# A hidden-test region, markers and indentation included; one left open runs to the end of the cell.
+_HIDDEN_REGION = re.compile(rf"^[ \t]*{re.escape(BEGIN_HIDDEN)}.*?(?:{re.escape(END_HIDDEN)}[ \t]*\n?|\Z)", re.S | re.M)
+
+
+def remove_hidden_tests(source: str) -> str:
+    """`source` without its hidden-test regions."""
+    return _HIDDEN_REGION.sub("", source)
+
+
+def blank_hidden_tests(source: str) -> str:
+    """`source` with its hidden-test regions blanked, line numbers kept."""
+    return _HIDDEN_REGION.sub(lambda region: "\n" * region.group().count("\n"), source)
 
 
 class NbgraderError(subprocess.SubprocessError):

@@ -43,7 +43,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode, default
 
 from .. import settings
-from ..adapters import DEMO_TAG
+from ..adapters import DEMO_TAG, is_graded_cell
 
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
@@ -102,7 +102,7 @@ class SkipDemoCells(NbGraderPreprocessor):
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
         if not _is_code(cell) or DEMO_TAG not in cell.metadata.get("tags", []):
             return cell, resources
-        if cell.metadata.get("nbgrader", {}).get("grade"):
+        if is_graded_cell(cell):
             self.log.warning("Cell %s is tagged %r but graded: it runs", cell_label(cell, index), DEMO_TAG)
             return cell, resources
         cell.source = DEMO_STUB

@@ -31,7 +31,8 @@ from collections.abc import Iterable
 
 import nbformat
 
-from .nbgrader import BEGIN_HIDDEN, END_HIDDEN
+from ..adapters import blank_magics, is_test_cell
+from .nbgrader import blank_hidden_tests
 
 KIT = "specdec_kit"
 # Dotted names (a name and everything under it) flagged wherever they are used.
@@ -87,9 +88,9 @@ def scan_notebook(notebook: nbformat.NotebookNode) -> list[str]:
         if cell.cell_type != "code":
             continue
         nbgrader = cell.metadata.get("nbgrader", {})
-        source = _blank_magics(cell.source)
-        if nbgrader.get("grade") and not nbgrader.get("solution"):
-            source = _blank_hidden_tests(source)
+        source = blank_magics(cell.source)
+        if is_test_cell(cell):
+            source = blank_hidden_tests(source)
         cells.append((nbgrader.get("grade_id") or f"cell {index}", _parse(source)))
     names = _bindings([tree for _, tree in cells if tree is not None])
     flags = []
@@ -100,7 +101,7 @@ def scan_notebook(notebook: nbformat.NotebookNode) -> list[str]:
 
 def scan_source(source: str, label: str) -> list[str]:
     """The flags of one cell's source, its names resolved through its own imports only."""
-    tree = _parse(_blank_magics(source))
+    tree = _parse(blank_magics(source))
     return _cell_flags(tree, label, _bindings([tree] if tree is not None else []))
 
 
@@ -120,21 +121,6 @@ def _parse(source: str) -> ast.Module | None:
             return ast.parse(source)
     except (SyntaxError, ValueError):  # ValueError: null bytes in the source
         return None
-
-
-def _blank_magics(source: str) -> str:
-    """Blank out IPython magics and shell lines, keeping line numbers."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-
-
-def _blank_hidden_tests(source: str) -> str:
-    """Blank out nbgrader's hidden-test regions, markers included, keeping line numbers."""
-    lines, hidden = [], False
-    for line in source.splitlines():
-        hidden = hidden or line.strip().startswith(BEGIN_HIDDEN)
-        lines.append("" if hidden else line)
-        hidden = hidden and not line.strip().startswith(END_HIDDEN)
-    return "\n".join(lines)
 
 
 def _bindings(trees: list[ast.Module]) -> dict[str, str]:
