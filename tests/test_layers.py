@@ -127,3 +127,34 @@ def test_every_name_a_notebook_imports_is_still_importable():
                     for alias in node.names:
                         assert hasattr(module, alias.name) or importlib.util.find_spec(
                             f"{node.module}.{alias.name}"), f"{notebook.name}: {node.module}.{alias.name} is gone"
+
+
+def readme_layers() -> dict[int, str]:
+    """The README's drawing of the layers: the text of each numbered row group, by layer."""
+    text = (REPO / "README.md").read_text()
+    drawing = text.split("import and fails on one that points up")[1].split("```")[1]
+    rows: dict[int, str] = {}
+    layer = None
+    for line in drawing.splitlines():
+        if line[:1].isdigit():
+            layer = int(line[0])
+        if layer is not None:
+            rows[layer] = rows.get(layer, "") + line + "\n"
+    return rows
+
+
+def test_readme_draws_every_module_in_its_layer():
+    """The README's layout drawing names each module file (and each file of course/ and checks/) in its layer."""
+    rows = readme_layers()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = top(module_name(path, PACKAGE))
+        if name == "__init__":
+            continue
+        if path.parent == PACKAGE:
+            shown = path.name
+        else:  # a subpackage is drawn as `course/`, its modules by their stems
+            shown = f"{path.parent.name}/" if path.name == "__init__.py" else path.stem
+        if shown not in rows.get(LAYER[name], ""):
+            missing.append(f"{path.relative_to(PACKAGE)} (layer {LAYER[name]})")
+    assert not missing, f"the README's layout drawing should name these in their layer: {missing}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -170,14 +169,13 @@ def test_unknown_pair_lists_the_known_pairs():
     assert not missing, f"the error should list every known pair; missing {missing}: {message}"
 
 
-def test_unknown_hub_id_fails_fast_when_the_hub_is_unreachable(hub_offline):
+def test_unknown_hub_id_fails_without_trying_the_network_when_the_hub_is_unreachable(hub_offline):
     assert not loading.hub_reachable(), "HF_HUB_OFFLINE=1 should make the hub count as unreachable"
     name = "specdec-kit-tests/no-such-model"
-    start = time.perf_counter()
+    assert loading.model_source(name) == (name, {"local_files_only": True}), \
+        f"an unreachable hub should leave only the local cache to look in, got {loading.model_source(name)}"
     with pytest.raises(ModelNotFoundError) as excinfo:
         load_model(name, device="cpu")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 5, f"an offline miss should fail at once, took {elapsed:.1f} s"
     message = str(excinfo.value)
     assert name in message, f"the error should name the model: {message}"
     assert "zoo" in message, f"the error should say what to do offline (use the zoo): {message}"
