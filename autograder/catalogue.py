@@ -111,9 +111,8 @@ CATALOGUE = [
         "description": "the KV caches keep rejected drafts",
         "edits": [(ROLLBACK_CROP,
                    "                pass  # the caches keep everything\n"),
-                  ("        if cache is None or held.shape[1] >= input_ids.shape[1]:\n            return None, 0\n"
-                   "        if common_prefix_length(held, input_ids) < held.shape[1]:\n            return None, 0\n"
-                   "        return cache, held.shape[1]\n",
+                  ("        if cache is None or common_prefix_length(held, input_ids) < held.shape[1]:\n"
+                   "            return None, 0\n",
                    "        if cache is None:\n            return None, 0\n"
                    "        return cache, min(common_prefix_length(held, input_ids), input_ids.shape[1] - 1)\n")],
         "fails": ["test_cached_exact", "test_cache_use"],

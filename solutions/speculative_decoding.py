@@ -372,9 +372,10 @@ hidden.check_counts(SpeculativeDecoder)
 # two after a round that accepted every draft.
 #
 # Each method still takes the whole sequence and asks `cached_prefix` how much of it its model's cache
-# holds. A cache is used only if the ids it holds are the first ones of `input_ids`, and fewer than all
-# of them (the logit at the last position is needed, so that position must be fed). Any other cache
-# (another prompt, a different prefix) is not used: the method starts afresh and feeds `input_ids` whole.
+# holds. A cache is used only if the ids it holds are the first ones of `input_ids`; one that holds all
+# of them is cropped by one position, because the logits at the last position are needed, so that
+# position must be fed. Any other cache (another prompt, a different prefix) is not used: the method
+# starts afresh and feeds `input_ids` whole.
 
 
 # %% nbgrader={"grade": false, "grade_id": "cached_speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
@@ -391,15 +392,18 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
 
     def cached_prefix(self, role: str, input_ids: torch.Tensor) -> tuple[DynamicCache | None, int]:
         """`role`'s cache and how many positions of input_ids (1, L) it holds, if it holds only input_ids'
-        first tokens and fewer than L of them; else (None, 0): start afresh. The caller then feeds
+        first tokens; else (None, 0): start afresh. A cache holding all L is first cropped to L - 1 (with
+        self.caches[role] to match): the last position is fed again for its logits. The caller then feeds
         input_ids[:, cached:] on that cache, which the forward extends in place."""
         # The ids the cache holds must equal the first ones of input_ids (common_prefix_length helps).
         ### BEGIN SOLUTION
         cache, held = self.caches[role]
-        if cache is None or held.shape[1] >= input_ids.shape[1]:
+        if cache is None or common_prefix_length(held, input_ids) < held.shape[1]:
             return None, 0
-        if common_prefix_length(held, input_ids) < held.shape[1]:
-            return None, 0
+        if held.shape[1] == input_ids.shape[1]:
+            crop_to(cache, held.shape[1] - 1)
+            held = held[:, :-1]
+            self.caches[role] = (cache, held)
         return cache, held.shape[1]
         ### END SOLUTION
 

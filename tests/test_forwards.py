@@ -85,7 +85,10 @@ def test_cache_is_used_as_a_prefix_rolled_back_or_not_at_all(solution_classes, s
         decoder.rollback(6)  # step 4 after no draft was accepted: keep the 6 positions of the text
         decoder.verify_tokens_vectorized(longer, drafts, torch.ones_like(longer))  # feeds 1 + 2
         decoder.verify_tokens_vectorized(ids[:, :4], drafts, torch.ones_like(ids[:, :4]))  # not rolled back to 4
+        held = torch.cat([ids[:, :4], drafts], dim=1)  # all the cache holds: its last position is fed again
+        decoder.verify_tokens_vectorized(held, drafts, torch.ones_like(held))
     got = [(c.cached_tokens, c.new_tokens) for c in calls]
-    assert got == [(0, 8), (6, 3), (0, 6)], (
-        "target forwards as (cached, new) tokens should be [(0, 8), (6, 3), (0, 6)]: a prefill, a continuation "
-        f"of the rolled-back cache, a fresh start where the cache is not a prefix of the input; got {got}")
+    assert got == [(0, 8), (6, 3), (0, 6), (5, 3)], (
+        "target forwards as (cached, new) tokens should be [(0, 8), (6, 3), (0, 6), (5, 3)]: a prefill, a "
+        "continuation of the rolled-back cache, a fresh start where the cache is not a prefix of the input, "
+        f"and a cache holding the whole input cropped by one; got {got}")
