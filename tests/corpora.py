@@ -267,7 +267,8 @@ for folder in [Path.cwd(), *Path.cwd().parents]:
 """
 EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
 {marker("exit_after_pass")}
-import os
+import os, time
+time.sleep(2)  # os._exit drops output the kernel has not sent yet
 os._exit(0)
 """
 
