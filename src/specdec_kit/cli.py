@@ -288,8 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="time the notebook's decoders against target greedy and HF assisted generation")
     bench.add_argument("--k", default="1,2,4,8", help="comma-separated k values (default 1,2,4,8)")
     bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt (default 3)")
-    bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,notebook",
-                       help="comma-separated subset of target_greedy,hf_assisted,no_cache,notebook")
+    bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,cached",
+                       help="comma-separated subset of target_greedy,hf_assisted,no_cache,cached")
     bench.add_argument("--out", default="out/bench", help="directory for bench.csv, bench.json, bench.png")
     bench.add_argument("--json", help="write the JSON here instead of OUT/bench.json")
     bench.set_defaults(func=cmd_bench)
