@@ -24,7 +24,8 @@ test: $(STAMP)
 	$(VENV)/bin/specdec-kit release --check
 	$(PY) -m pytest -q -m "not slow"
 
-# The slow tests: both grading corpora graded as a class (the figures printed), and the timed verdict.
+# The slow tests: nbgrader, kernels and grading children; both grading corpora graded as a class (the
+# figures printed), the timed verdict, the solution notebook run top to bottom.
 .PHONY: test-slow
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -s -m slow

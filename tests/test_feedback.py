@@ -212,6 +212,7 @@ def course(tmp_path_factory) -> Course:
 # nbgrader's own generate_feedback, with the course's config
 
 
+@pytest.mark.slow
 def test_page_shows_verdict_and_students_frames(course):
     assert "alice" in course.pages, f"nbgrader must write alice's page; {course.describe()}"
     text = plain(course.pages["alice"])
@@ -224,6 +225,7 @@ def test_page_shows_verdict_and_students_frames(course):
         f"carol's page must show her test cell's verdict {passed().text!r}; {course.describe()}"
 
 
+@pytest.mark.slow
 def test_page_hides_what_students_must_not_see(course):
     page = course.pages["alice"]
     text = plain(page)
@@ -236,6 +238,7 @@ def test_page_hides_what_students_must_not_see(course):
     assert "Auto-graded by the kit." in text, "the kit's verdict cell must stay on the page"
 
 
+@pytest.mark.slow
 def test_report_not_graded_yet_shows_pending(course):
     text = plain(course.pages["alice"])
     assert f"{PENDING} ({REPORT_POINTS} points)." in text, f"an ungraded report must read {PENDING!r} with its points"
@@ -244,6 +247,7 @@ def test_report_not_graded_yet_shows_pending(course):
     assert "I add the two numbers" in text, "the student's report text must stay"
 
 
+@pytest.mark.slow
 def test_report_graded_by_hand_shows_its_score(course):
     grade_report(course.root, "carol", 7)
     done = nbgrader(course.root, "generate_feedback", ASSIGNMENT, "--student", "carol", "--force")
@@ -254,6 +258,7 @@ def test_report_graded_by_hand_shows_its_score(course):
     assert PENDING not in text, f"a graded report must not read {PENDING!r}"
 
 
+@pytest.mark.slow
 def test_page_that_would_show_hidden_source_is_not_written(course):
     assert "bob" not in course.pages, "bob's page quotes hidden.py: nbgrader must write none"
     log = course.run.stdout + course.run.stderr
@@ -266,6 +271,7 @@ def test_page_that_would_show_hidden_source_is_not_written(course):
 # The kit's generate_feedback
 
 
+@pytest.mark.slow
 def test_generate_feedback_copies_clean_pages_and_says_why_others_are_withheld(course, tmp_path):
     carol_page = page_path(course.root, "carol")
     carol_before = carol_page.stat().st_mtime_ns
@@ -279,6 +285,7 @@ def test_generate_feedback_copies_clean_pages_and_says_why_others_are_withheld(c
     assert carol_page.stat().st_mtime_ns == carol_before, "the page of a student not asked for must be left alone"
 
 
+@pytest.mark.slow
 def test_generate_feedback_deletes_a_page_that_leaks(course, tmp_path, monkeypatch):
     """A leak that only the HTML shows (here: a "secret" the page's verdict cell holds) withholds the page."""
     secrets, hidden = feedback._course_guards(course.root)
@@ -290,6 +297,7 @@ def test_generate_feedback_deletes_a_page_that_leaks(course, tmp_path, monkeypat
     assert not page_path(course.root, "alice").exists(), "a leaking page must be deleted from nbgrader's folder"
 
 
+@pytest.mark.slow
 def test_generate_feedback_names_a_student_with_no_notebook(course, tmp_path):
     reason = generate_feedback(course.root, tmp_path, ["nobody"])["nobody"]
     assert "autograde the submission first" in reason, f"a missing notebook must be named as such; got {reason!r}"

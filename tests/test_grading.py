@@ -102,6 +102,7 @@ def test_kernel_environment_is_offline_pinned_and_without_instructor_folders(tmp
     assert env["SPECDEC_GRADING"] == env["HF_HUB_OFFLINE"] == "1" and env["OMP_NUM_THREADS"] == "3", env
 
 
+@pytest.mark.slow
 def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     # CI runs `.venv/bin/specdec-kit` with no activated venv: nbgrader's alembic must still be found.
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
@@ -115,6 +116,7 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     assert not [m for m in release.FORBIDDEN_TEXT if m in source], "the grading course holds the release only"
 
 
+@pytest.mark.slow
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
     monkeypatch.setattr(course_nbgrader, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
     with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
@@ -151,6 +153,7 @@ def batch(tmp_path_factory):
     return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished
 
 
+@pytest.mark.slow
 def test_batch_scores_come_from_the_verdict(batch):
     _, feedback_dir, grades, finished = batch
     assert len(finished) == 3, f"progress is called once per submission; got {len(finished)}"
@@ -160,6 +163,7 @@ def test_batch_scores_come_from_the_verdict(batch):
         assert (feedback_dir / f"{student}.html").is_file(), f"{student} gets a feedback page"
 
 
+@pytest.mark.slow
 def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
     """mallory's kernel gave every cell of every student full marks; the kit's final pass put the scores back."""
     course, _, grades, _ = batch
@@ -177,6 +181,7 @@ def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
     assert scores == {"amy": 90, "zed": 0, "mallory": 0}, f"auto scores in the gradebook: {scores}"
 
 
+@pytest.mark.slow
 def test_feedback_shows_the_verdict_and_can_be_made_again_after_manual_grading(batch, tmp_path):
     """amy wrote a report (pending until a person grades it); zed left it as handed out (0, as nbgrader does)."""
     course, feedback_dir, grades, _ = batch

@@ -210,6 +210,7 @@ def test_kernel_deaf_to_interrupts_stops_the_run(tmp_path):
         f"the record should name the deaf cell and the one not run: {saved}"
 
 
+@pytest.mark.slow
 def test_normal_notebook_runs_to_the_end(graded):
     result = graded("normal")
     assert_graded(result)
@@ -220,6 +221,7 @@ def test_normal_notebook_runs_to_the_end(graded):
     assert not any(result.errors(i) for i in range(cells)), "no cell of a correct notebook should hold an error"
 
 
+@pytest.mark.slow
 def test_demo_cell_is_replaced_and_not_run(graded):
     result = graded("normal")
     assert_graded(result)
@@ -228,6 +230,7 @@ def test_demo_cell_is_replaced_and_not_run(graded):
     assert not result.errors(DEMO), f"the demo cell raises if it runs, so it must not have: {demo.outputs}"
 
 
+@pytest.mark.slow
 def test_os_exit_is_reported_in_its_cell(graded):
     result = graded("exits")
     assert_graded(result)
@@ -242,6 +245,7 @@ def test_os_exit_is_reported_in_its_cell(graded):
         f"the record should name the answer cell and exit status 3: {result.record}"
 
 
+@pytest.mark.slow
 def test_segfault_is_reported_as_a_signal(graded):
     result = graded("segfault")
     assert_graded(result)
@@ -252,6 +256,7 @@ def test_segfault_is_reported_as_a_signal(graded):
     assert_not_run_after(result, ANSWER, "the kernel died in cell answer")
 
 
+@pytest.mark.slow
 def test_endless_loop_is_stopped_by_the_notebook_budget(graded):
     result = graded("loops")
     assert_graded(result)
@@ -264,6 +269,7 @@ def test_endless_loop_is_stopped_by_the_notebook_budget(graded):
     assert result.record["seconds"] >= NOTEBOOK_TIMEOUT, f"cells should have run for the whole budget: {result.record}"
 
 
+@pytest.mark.slow
 def test_sys_exit_leaves_the_kernel_running(graded, course):
     result = graded("sysexit")
     assert_graded(result)
@@ -274,6 +280,7 @@ def test_sys_exit_leaves_the_kernel_running(graded, course):
     assert score == 1, f"the test cell's point should be in the gradebook, found {score}"
 
 
+@pytest.mark.slow
 def test_record_leaves_no_temporary_files(graded, course):
     graded("normal")
     leftovers = sorted(p.name for p in course.glob(".record-*"))

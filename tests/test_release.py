@@ -47,6 +47,7 @@ def test_student_tree_is_checked(tmp_path):
         release.check_student_tree(tree)
 
 
+@pytest.mark.slow  # pip builds the wheel
 def test_built_wheel_holds_no_instructor_material(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
                    check=True)

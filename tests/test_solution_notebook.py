@@ -3,11 +3,13 @@
 import shutil
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO, SOLUTION
 
 
+@pytest.mark.slow  # a kernel runs the whole notebook: about a minute
 def test_solution_runs_top_to_bottom(tmp_path, monkeypatch):
     """Test cells included: their hidden parts import `autograder`, which grading puts on the path."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the kernel inherits both

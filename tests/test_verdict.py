@@ -40,6 +40,7 @@ def lost(judged: verdict.Verdict) -> set[str]:
     return {test for test, result in judged.tests.items() if not result.passed}
 
 
+@pytest.mark.slow
 def test_solution_passes_every_check_from_outside(plan, tmp_path):
     judged = verdict.judge(solved(), plan, log=tmp_path / "child.log")
     assert lost(judged) == set(), f"the solution must pass every test; failed: " \
@@ -56,6 +57,7 @@ def test_blank_release_fails_every_test_naming_the_stub(plan):
         assert "NotImplementedError" in result.message, f"{test} should name the stub; said {result.message!r}"
 
 
+@pytest.mark.slow
 def test_metadata_stripped_earns_what_its_code_earns(plan):
     judged = verdict.judge(metadata_stripped(), plan)
     assert lost(judged) == set(), f"classes are found by name, metadata or not; failed {lost(judged)}"
@@ -70,6 +72,7 @@ def test_top_level_statements_never_run(plan):
                                                                    "print('experiment')"], judged.not_run
 
 
+@pytest.mark.slow
 def test_a_hang_costs_only_the_checks_it_hangs(plan):
     plan = dataclasses.replace(plan, check_seconds=HANG_SECONDS)
     judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP), plan)
@@ -80,6 +83,7 @@ def test_a_hang_costs_only_the_checks_it_hangs(plan):
         f"the message must name the call that hung; got {result.message!r}"
 
 
+@pytest.mark.slow
 def test_a_crash_costs_only_the_checks_it_crashes(plan):
     crash = "        if draft_tokens.shape[1] == 8:\n            import ctypes\n            ctypes.string_at(0)\n"
     start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
@@ -88,6 +92,7 @@ def test_a_crash_costs_only_the_checks_it_crashes(plan):
     assert "segmentation fault" in judged.tests["test_verify_alignment"].message
 
 
+@pytest.mark.slow
 def test_a_method_that_hides_its_forwards_loses_test_counts_only(plan):
     judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS), plan)
     assert lost(judged) == {"test_counts"}, f"hiding forwards must cost test_counts only; lost {lost(judged)}"

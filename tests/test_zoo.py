@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 
+import pytest
 from transformers import AutoModelForCausalLM
 
 from specdec_kit import zoo
@@ -15,6 +16,7 @@ def _materialize_in(cache: str, queue) -> None:
     queue.put(tuple(str(p) for p in zoo.materialize("scripted")))
 
 
+@pytest.mark.slow  # two processes build a pair each
 def test_parallel_materialize_builds_once(tmp_path):
     """Two graders asking at once get the same complete directories; no temporary directory is left."""
     context = multiprocessing.get_context("spawn")
