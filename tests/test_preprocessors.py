@@ -125,6 +125,15 @@ def assert_not_run_after(result: Graded, index: int, reason: str) -> None:
     assert result.record["not_run"] == expected, f"record's not_run should be {expected}: {result.record}"
 
 
+def kernel_death_in_answer(result: Graded) -> str:
+    """The answer cell's KernelDied message, once checked that the kernel died there and nothing ran after."""
+    assert_graded(result)
+    errors = result.errors(ANSWER)
+    assert [e.ename for e in errors] == ["KernelDied"], f"the answer cell should show KernelDied: {errors}"
+    assert_not_run_after(result, ANSWER, "the kernel died in cell answer")
+    return errors[0].evalue
+
+
 def assert_graded(result: Graded) -> None:
     assert result.process.returncode == 0, f"nbgrader autograde should succeed; {result.describe()}"
     assert result.notebook is not None, f"nbgrader should write the autograded notebook; {result.describe()}"
@@ -233,13 +242,9 @@ def test_demo_cell_is_replaced_and_not_run(graded):
 @pytest.mark.slow
 def test_os_exit_is_reported_in_its_cell(graded):
     result = graded("exits")
-    assert_graded(result)
-    errors = result.errors(ANSWER)
-    assert [e.ename for e in errors] == ["KernelDied"], f"the answer cell should show KernelDied: {errors}"
-    evalue = errors[0].evalue
+    evalue = kernel_death_in_answer(result)
     assert evalue.startswith("the kernel died while running this cell: ") and "exited with status 3" in evalue, \
         f"the message should name exit status 3: {evalue!r}"
-    assert_not_run_after(result, ANSWER, "the kernel died in cell answer")
     died = result.record["died"]
     assert died and died["label"] == "answer" and died["index"] == ANSWER and died["returncode"] == 3, \
         f"the record should name the answer cell and exit status 3: {result.record}"
@@ -248,12 +253,9 @@ def test_os_exit_is_reported_in_its_cell(graded):
 @pytest.mark.slow
 def test_segfault_is_reported_as_a_signal(graded):
     result = graded("segfault")
-    assert_graded(result)
-    errors = result.errors(ANSWER)
-    assert [e.ename for e in errors] == ["KernelDied"], f"the answer cell should show KernelDied: {errors}"
-    assert "segmentation fault (signal 11)" in errors[0].evalue, f"the cause should be signal 11: {errors[0].evalue!r}"
+    evalue = kernel_death_in_answer(result)
+    assert "segmentation fault (signal 11)" in evalue, f"the cause should be signal 11: {evalue!r}"
     assert result.record["died"]["returncode"] == -11, f"the record should hold returncode -11: {result.record}"
-    assert_not_run_after(result, ANSWER, "the kernel died in cell answer")
 
 
 @pytest.mark.slow
