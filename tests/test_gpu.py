@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 @pytest.mark.parametrize("name", ["SpeculativeDecoder", "CachedSpeculativeDecoder"])
 def test_fp16_on_cuda_matches_target_up_to_near_ties(solution_classes, tiny_dirs, name):
     decoder = solution_classes[name](*tiny_dirs, device="cuda")
-    assert decoder.target_model.dtype == torch.float16 and decoder.draft_model.dtype == torch.float16
+    assert decoder.target_model.dtype == torch.float16 and decoder.draft_model.dtype == torch.float16, \
+        f"a GPU pair loads in fp16: target {decoder.target_model.dtype}, draft {decoder.draft_model.dtype}"
     for prompt in load_prompts()[:4]:
         expected = target_greedy(decoder, prompt.text, 40)
         got = decoder.speculative_decode(prompt.text, 40, 4).token_ids

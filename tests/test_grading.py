@@ -26,7 +26,8 @@ def test_student_id_from_file_name(name, expected):
 
 
 def test_student_id_regex():
-    assert grading.student_id(Path("hw3_s1234567_final.ipynb"), r"_(s\d+)_") == "s1234567"
+    got = grading.student_id(Path("hw3_s1234567_final.ipynb"), r"_(s\d+)_")
+    assert got == "s1234567", f"the regex's first group is the id: s1234567 expected, got {got}"
     with pytest.raises(ValueError, match="does not match"):
         grading.student_id(Path("x.ipynb"), r"(s\d+)")
 
@@ -111,7 +112,8 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     grading.prepare_course(course, SOLUTION, REPO / "autograder")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding"
+        assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding", \
+            "the course's gradebook should hold the assignment speculative_decoding"
     source = (course / "source" / "speculative_decoding" / "speculative_decoding.ipynb").read_text()
     assert not [m for m in release.FORBIDDEN_TEXT if m in source], "the grading course holds the release only"
 

@@ -89,14 +89,16 @@ def test_a_crash_costs_only_the_checks_it_crashes(plan):
     start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
     judged = verdict.judge(edited(solved(), start, crash + start), plan)
     assert lost(judged) == {"test_verify_alignment"}, f"only the check with k=8 crashes; failed {lost(judged)}"
-    assert "segmentation fault" in judged.tests["test_verify_alignment"].message
+    message = judged.tests["test_verify_alignment"].message
+    assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
 
 
 @pytest.mark.slow
 def test_a_method_that_hides_its_forwards_loses_test_counts_only(plan):
     judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS), plan)
     assert lost(judged) == {"test_counts"}, f"hiding forwards must cost test_counts only; lost {lost(judged)}"
-    assert "forward" in judged.tests["test_counts"].message
+    message = judged.tests["test_counts"].message
+    assert "forward" in message, f"test_counts should say which forwards were hidden: {message}"
 
 
 def test_a_method_cannot_rewrite_the_judge(plan):
@@ -108,7 +110,9 @@ def test_a_method_cannot_rewrite_the_judge(plan):
                       patch + "        return DecodeResult('', [0], [0], [0])\n        encoded = "
                               "self.target_tokenizer(prompt, return_tensors=\"pt\")")
     judged = verdict.judge(notebook, plan)
-    assert {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"} <= lost(judged)
+    expected = {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"}
+    assert expected <= lost(judged), \
+        f"a made-up result should lose {sorted(expected)} whatever the checks became; lost {sorted(lost(judged))}"
     assert checks.require.__module__ == "specdec_kit.checks.core", "the grading process's checks are untouched"
 
 
