@@ -6,7 +6,8 @@ import pytest
 
 from specdec_kit import checks
 from specdec_kit.adapters import load_notebook
-from specdec_kit.timing import ForwardCall
+from specdec_kit.checks.core import CheckTimeout
+from specdec_kit.timing import ForwardCall, NoProgress
 
 from conftest import REPO, SOLUTION
 
@@ -86,3 +87,60 @@ def test_first_after_marks_the_first_draft_call_of_each_round():
         "only the draft call starting at 4.0 is the first after a target call (3.0; none follows 6.0): {3} expected, "
         f"got {checks.first_after(drafts, targets)}"
     )
+
+
+def test_a_decode_that_never_ends_stops_with_a_message_naming_the_empty_round(notebook):
+    """A loop whose rounds add nothing (its errors swallowed, too) is stopped by the target's forward count."""
+
+    class Stuck(notebook.SpeculativeDecoder):
+        def speculative_decode(self, prompt, max_tokens=100, num_speculative_tokens=4):
+            ids = self.target_tokenizer(prompt, return_tensors="pt").input_ids
+            while True:
+                try:
+                    self.target_model(input_ids=ids)
+                except Exception:
+                    pass
+
+    with pytest.raises(NoProgress, match="a round that emits no token") as excinfo:
+        checks.check_exact(Stuck)
+    assert "max_tokens=30" in str(excinfo.value), f"the message should give the budget: {excinfo.value}"
+
+
+def test_a_call_that_never_returns_stops_at_the_time_limit_naming_the_call(notebook):
+    """A visible check's call that loops without a forward is stopped by the runner's limit, which names it."""
+
+    class Spinning(notebook.SpeculativeDecoder):
+        def speculative_decode(self, prompt, max_tokens=100, num_speculative_tokens=4):
+            while True:
+                try:
+                    pass
+                except Exception:
+                    pass
+
+    with pytest.raises(CheckTimeout, match=r"speculative_decode \(prompt .*\) had not returned after 1 s"):
+        checks.check_exact(checks.LocalRunner(Spinning, seconds=1))
+
+
+def test_speed_test_names_the_pairs_grading_times(monkeypatch):
+    """What the speed test tells students about grading matches the pairs grading picks."""
+    from specdec_kit.checks.speed import GRADING_PAIRS
+    from specdec_kit.loading import default_pair
+
+    monkeypatch.setenv("SPECDEC_GRADING", "1")
+    for device in ("cpu", "cuda"):
+        pair = default_pair(device, timing=True)
+        assert f"{pair} on a {'GPU' if device == 'cuda' else 'CPU'}" in GRADING_PAIRS, \
+            f"grading times {pair} on {device}, but the speed test says {GRADING_PAIRS!r}"
+
+
+@pytest.mark.slow  # times three methods on synthetic-small: about half a minute
+def test_speed_test_prints_its_plan_then_its_ratio(notebook, capsys):
+    """Before timing: the pair, k, prompts, tokens, repeats and the bar; after: the ratio, on a pass too."""
+    checks.check_speedup(notebook.CachedSpeculativeDecoder, min_ratio=0.0)  # the bar is not what this tests
+    printed = capsys.readouterr().out
+    plan, ratio, verdict = (printed.index(words) if words in printed else -1
+                            for words in ("speed test: ", "x HF assisted generation, ", "passed: "))
+    assert -1 < plan < ratio < verdict, f"the plan, then the measured ratio, then the verdict; printed:\n{printed}"
+    for words in (f"k={checks.SPEEDUP_K}", f"{checks.SPEEDUP_TOKENS} new tokens", "synthetic-small",
+                  "at least 0.00x required"):
+        assert words in printed, f"the speed test should print {words!r}; printed:\n{printed}"

@@ -35,10 +35,7 @@ import torch
 
 from . import settings, zoo
 from .result import DecodeResult
-from .timing import ForwardCall, describe_call
-
-ROLES = ("target", "draft")
-Emit = Callable[[dict], None]
+from .timing import ROLES, Emit, ForwardCall, NoProgress, Observer
 
 
 class ProbeError(Exception):
@@ -78,42 +75,6 @@ def build(decoder_class: type, pair: str, device: str = "cpu"):
 
 
 # ---------------------------------------------------------------------------------------------
-# Watching forwards
-
-
-class Observer:
-    """Hooks on a decoder's models and their input embeddings that emit one event per forward call."""
-
-    def __init__(self, decoder, emit: Emit, record_ids: bool = False):
-        self._handles = []
-        self._emit, self._record_ids = emit, record_ids
-        for role in ROLES:
-            model = getattr(decoder, f"{role}_model", None)
-            if not isinstance(model, torch.nn.Module):
-                continue
-            self._handles.append(model.register_forward_pre_hook(self._on_forward(role), with_kwargs=True))
-            embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-            if isinstance(embeddings, torch.nn.Module):
-                self._handles.append(embeddings.register_forward_hook(self._on_embedding(role)))
-
-    def _on_forward(self, role: str):
-        def hook(module, args, kwargs):
-            new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
-            self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
-                        "ids": list(ids) if ids is not None else None})
-        return hook
-
-    def _on_embedding(self, role: str):
-        def hook(module, args, output):
-            self._emit({"event": "embedding", "role": role})
-        return hook
-
-    def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-# ---------------------------------------------------------------------------------------------
 # The probes
 
 
@@ -135,7 +96,7 @@ def call_student(method: str, fn: Callable, *args, emit: Emit, describe: str = "
     emit({"event": "call", "method": method, "args": describe})
     try:
         return fn(*args)
-    except Exception as e:
+    except (Exception, NoProgress) as e:
         raise ProbeError(method, e, student_traceback=student_frames(e)) from e
 
 
@@ -228,7 +189,7 @@ def probe_draft(request: dict, decoder_class: type, emit: Emit) -> None:
 
 def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:
     decoder = _construct(request, decoder_class, emit)
-    with _observed(decoder, emit, request):
+    with Observer(decoder, emit, request.get("ids", False)):
         for index, (prefix, drafts) in enumerate(request["cases"]):
             ids, mask = _ids(prefix)
             out = call_student("verify_tokens_vectorized", decoder.verify_tokens_vectorized, ids,
@@ -242,8 +203,9 @@ def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:
 
 def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:
     decoder = _construct(request, decoder_class, emit)
-    with _observed(decoder, emit, request):
+    with Observer(decoder, emit, request.get("ids", False)) as observer:
         for index, (prompt, max_tokens, k) in enumerate(request["cases"]):
+            observer.expect_tokens(max_tokens)
             got = call_student("speculative_decode", decoder.speculative_decode, prompt, max_tokens, k, emit=emit,
                                describe=f"prompt {prompt!r}, max_tokens={max_tokens}, num_speculative_tokens={k}")
             emit({"event": "case", "index": index, "result": decode_result(got)})
@@ -271,19 +233,6 @@ def _int_list(values) -> list[int] | None:
         return None
 
 
-class _observed:
-    """`with _observed(decoder, emit, request):` forwards of both models emit events inside the block."""
-
-    def __init__(self, decoder, emit: Emit, request: dict):
-        self._observer = Observer(decoder, emit, record_ids=request.get("ids", False))
-
-    def __enter__(self):
-        return self._observer
-
-    def __exit__(self, *exc):
-        self._observer.close()
-
-
 PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode}
 
 
@@ -309,7 +258,7 @@ def run_baseline(request: dict, emit: Emit) -> None:
     setup = _setups[key]
     method = request["method"]
     models = type("Models", (), {"target_model": setup.target, "draft_model": setup.draft})
-    with _observed(models, emit, request):
+    with Observer(models, emit, request.get("ids", False)):
         for index, case in enumerate(request["cases"]):
             if method == "margin":
                 prompt, expected, got = case

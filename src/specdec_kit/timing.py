@@ -5,6 +5,9 @@
         decoder.speculative_decode(prompt)
     print(len(target_calls), [call.new_tokens for call in target_calls], target_calls.seconds)
 
+`Observer` hooks a decoder's models (and their input embeddings) and emits one event per forward call;
+`observer.expect_tokens(n)` stops a decode that makes no progress (`NoProgress`).
+
 On CUDA each recorded call is bracketed by `torch.cuda.synchronize`, so its seconds are the GPU's
 and not the launch's; that costs tens of microseconds per call against forwards of milliseconds.
 """
@@ -12,9 +15,14 @@ and not the launch's; that costs tens of microseconds per call against forwards 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+ROLES = ("target", "draft")
+ROUND_SLACK = 4  # target forwards per token a decode may make before it counts as making no progress
+Emit = Callable[[dict], None]
 
 
 def synchronize(device: torch.device) -> None:
@@ -89,3 +97,70 @@ def describe_call(args: tuple, kwargs: dict, record_ids: bool = False) -> tuple[
     cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
     ids = tuple(input_ids[0].tolist()) if record_ids and input_ids.dtype == torch.long else None
     return input_ids.shape[1], int(cached), ids
+
+
+class NoProgress(BaseException):
+    """A decode made more target forward passes than any decode that ends could need.
+
+    Raised from the target's forward hook, so the loop stops in seconds instead of running on; a
+    BaseException, so that a student's `except Exception` around a round cannot swallow it and loop on.
+    """
+
+
+def no_progress_message(forwards: int, max_tokens: int) -> str:
+    return (f"speculative_decode made {forwards} target forward passes with max_tokens={max_tokens} and had not "
+            "returned: a round that emits no token repeats for ever. Every round must append the target's own "
+            "token after the accepted drafts: the correction after a rejection, the bonus token when every draft "
+            "was accepted, and so also in a round with no room left for drafts (k = 0)")
+
+
+class Observer:
+    """Hooks on a decoder's models and their input embeddings that emit one event per forward call.
+
+    `with Observer(decoder, emit) as observer:` observes inside the block; `observer.expect_tokens(n)`
+    before a decode of at most n tokens raises NoProgress once the target has made more forward passes
+    than such a decode can take (one per round, each round at least one token; `ROUND_SLACK` times
+    that, so a decode that is merely wasteful still ends and is judged by its counts).
+    """
+
+    def __init__(self, decoder, emit: Emit, record_ids: bool = False):
+        self._handles = []
+        self._emit, self._record_ids = emit, record_ids
+        self._max_tokens, self._target_forwards = None, 0
+        for role in ROLES:
+            model = getattr(decoder, f"{role}_model", None)
+            if not isinstance(model, torch.nn.Module):
+                continue
+            self._handles.append(model.register_forward_pre_hook(self._on_forward(role), with_kwargs=True))
+            embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+            if isinstance(embeddings, torch.nn.Module):
+                self._handles.append(embeddings.register_forward_hook(self._on_embedding(role)))
+
+    def expect_tokens(self, max_tokens: int) -> None:
+        self._max_tokens, self._target_forwards = max_tokens, 0
+
+    def _on_forward(self, role: str):
+        def hook(module, args, kwargs):
+            if role == "target" and self._max_tokens is not None:
+                self._target_forwards += 1
+                if self._target_forwards > ROUND_SLACK * (self._max_tokens + 1):
+                    raise NoProgress(no_progress_message(self._target_forwards, self._max_tokens))
+            new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
+            self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
+                        "ids": list(ids) if ids is not None else None})
+        return hook
+
+    def _on_embedding(self, role: str):
+        def hook(module, args, output):
+            self._emit({"event": "embedding", "role": role})
+        return hook
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def __enter__(self) -> Observer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

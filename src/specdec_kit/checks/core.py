@@ -6,8 +6,14 @@ runner with the same `run(request)` method (grading: `course.isolation.ChildRunn
 
 from __future__ import annotations
 
-from ..probes import ROLES, CaseOutcome, assemble, run_probe, set_threads
+import signal
+import threading
+from contextlib import contextmanager
+
+from ..probes import ROLES, CaseOutcome, assemble, pair_dirs, run_probe, set_threads
 from ..result import DecodeResult
+
+LOCAL_SECONDS = 120  # one probe of a visible check in a notebook; on the tiny pair they take seconds
 
 
 class CheckFailed(AssertionError):
@@ -19,17 +25,49 @@ def require(condition: bool, message: str) -> None:
         raise CheckFailed(message)
 
 
-class LocalRunner:
-    """Runs probes on a decoder class in this process (a notebook's test cells); exceptions propagate."""
+class CheckTimeout(BaseException):
+    """A visible check's call into the student's code ran past its time limit (a BaseException, so that an
+    `except Exception` in that code cannot swallow it)."""
 
-    def __init__(self, decoder_class: type):
-        self.decoder_class = decoder_class
+
+class LocalRunner:
+    """Runs probes on a decoder class in this process (a notebook's test cells); exceptions propagate.
+
+    Each probe may run for `seconds` (Unix, main thread: a SIGALRM timer; elsewhere without a limit), the
+    offline models' first build not counted; past it, CheckTimeout names the call that had not returned.
+    """
+
+    def __init__(self, decoder_class: type, seconds: float = LOCAL_SECONDS):
+        self.decoder_class, self.seconds = decoder_class, seconds
         set_threads()
 
     def run(self, request: dict) -> list[CaseOutcome]:
         events = []
-        run_probe(request, self.decoder_class, events.append)
+        pair_dirs(request["pair"])  # builds the offline pair once per machine, outside the time limit
+        with _time_limit(self.seconds, events):
+            run_probe(request, self.decoder_class, events.append)
         return assemble(events)
+
+
+@contextmanager
+def _time_limit(seconds: float, events: list[dict]):
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        calls = [e for e in events if e["event"] == "call"]
+        call = f"{calls[-1]['method']} ({calls[-1]['args']})" if calls else "the check"
+        raise CheckTimeout(f"{call} had not returned after {seconds:g} s, where correct code takes seconds: "
+                           "look for a loop that never ends (a round that adds no token, a condition never met)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def as_runner(decoder):
