@@ -51,6 +51,35 @@ CATALOGUE = [
         "message": "next_token is the bonus token",
     },
     {
+        "name": "no_bonus_token_in_loop",
+        "description": "the loop appends the target's token only after a rejection, so a round with no room "
+                       "for drafts adds nothing and the decode never ends",
+        "edits": [("            round_tokens = torch.cat([accepted_tokens, next_token], dim=1)\n",
+                   "            round_tokens = (torch.cat([accepted_tokens, next_token], dim=1) if n_accepted < k\n"
+                   "                            else accepted_tokens)\n"),
+                  ("            if emitted[-1] in eos_ids:\n", "            if emitted and emitted[-1] in eos_ids:\n")],
+        "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
+                  "test_speedup"],
+        "message": "a round that emits no token",
+    },
+    {
+        "name": "accepted_past_eos",
+        "description": "accepted counts every accepted draft, also those cut off after an EOS among them",
+        "edits": [("            accepted.append(min(n_accepted, len(emitted)))\n",
+                   "            accepted.append(n_accepted)\n")],
+        "fails": ["test_counts"],
+        "message": "accepted counts those up to and including it",
+    },
+    {
+        "name": "no_room_round_uncounted",
+        "description": "a round with no room for drafts is not counted as a round",
+        "edits": [("            proposed.append(k)\n            accepted.append(min(n_accepted, len(emitted)))\n",
+                   "            if k > 0:\n                proposed.append(k)\n"
+                   "                accepted.append(min(n_accepted, len(emitted)))\n")],
+        "fails": ["test_counts"],
+        "message": "still counts as a round",
+    },
+    {
         "name": "tokens_after_eos",
         "description": "tokens after an EOS inside the accepted draft are kept",
         "edits": [("            return tokens[:i + 1]\n", "            return tokens\n")],
@@ -180,7 +209,8 @@ CATALOGUE = [
                    "        return ids[:, input_ids.shape[1]:]\n",
                    "        out = self.draft_model.generate(\n"
                    "            input_ids, attention_mask=attention_mask, do_sample=False,\n"
-                   "            max_new_tokens=num_speculative_tokens, min_new_tokens=num_speculative_tokens)\n"
+                   "            max_new_tokens=num_speculative_tokens,\n"
+                   "            eos_token_id=None)  # greedy past EOS too: min_new_tokens would ban EOS instead\n"
                    "        return out[:, input_ids.shape[1]:]\n")],
         "fails": [],
     },

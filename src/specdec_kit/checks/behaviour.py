@@ -8,7 +8,9 @@ against `reference`: `predict_rounds` on the `scripted` pair, the target's own g
 from __future__ import annotations
 
 from .. import zoo
+from ..probes import CaseOutcome
 from ..reference import draft_chain, first_difference, predict_rounds, prompt_for_token, zoo_greedy, zoo_tokenizer
+from ..result import DecodeResult
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
@@ -127,6 +129,19 @@ def check_correction_and_bonus(decoder, rejected: int = 0, accepted_from: int = 
 # Part 4: the decoding loop
 
 
+def how_tokens_differ(got: list[int], expected: list[int]) -> str:
+    """Too many tokens, too few, or where they part: the words a student can act on."""
+    if len(got) > len(expected) and got[:len(expected)] == expected:
+        return (f"too many tokens: {len(got)} new tokens where target greedy stops after {len(expected)} (the "
+                f"budget, or an EOS); the extra ones begin {got[len(expected):len(expected) + 3]}")
+    if len(got) < len(expected) and expected[:len(got)] == got:
+        return (f"too few tokens: the decode stopped after {len(got)} new tokens where target greedy gives "
+                f"{len(expected)}, the next being {expected[len(got):len(got) + 3]}")
+    where = first_difference(got, expected)
+    return (f"first difference at new token {where} (got {got[where:where + 3]}, expected "
+            f"{expected[where:where + 3]})")
+
+
 def check_exact(decoder, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
                 k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30) -> None:
     cases = [(prompt, max_tokens, k) for prompt in prompts for k in k_values]
@@ -134,11 +149,10 @@ def check_exact(decoder, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
     for (prompt, _, k), outcome in zip(cases, outcomes):
         expected = list(zoo_greedy(pair, prompt, max_tokens))
         got = decoded(outcome, f"k={k}, prompt {prompt!r}").token_ids
-        where = first_difference(got, expected)
         require(got == expected,
                 f"k={k}, prompt {prompt!r}: greedy speculative output must equal the target's own greedy output; "
-                f"first difference at new token {where} (got {got[where:where + 3]}, expected "
-                f"{expected[where:where + 3]}). Check the acceptance rule and what you append each round.")
+                f"{how_tokens_differ(got, expected)}. Check the acceptance rule, what you append each round and "
+                "when the loop stops.")
 
 
 def eos_and_budget_cases(chain_start: int = 0, cycle_start: int = 3) -> list[tuple[int, int, int, str]]:
@@ -168,16 +182,27 @@ def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None 
         got = decoded(outcome, label)
         require(got.token_ids == expected.token_ids,
                 f"{label} (k={k}, max_tokens={max_tokens}): expected tokens {expected.token_ids}, got "
-                f"{got.token_ids}. Emit EOS and nothing after it, and never more than max_tokens new tokens.")
+                f"{got.token_ids}: {how_tokens_differ(got.token_ids, expected.token_ids)}. Emit EOS and nothing "
+                "after it, and never more than max_tokens new tokens.")
     got = decoded(outcomes[-1], "a prompt that holds EOS")
     require(len(got.token_ids) == 10, "an EOS inside the prompt must not stop decoding; only a generated EOS does")
+
+
+COUNTED_EDGES = {  # eos_and_budget_cases whose counts test_counts judges, and the rule each shows
+    "EOS inside an accepted draft": "When an EOS is among the accepted drafts, accepted counts those up to "
+                                    "and including it.",
+    "a budget that ends mid-draft": "A round with no room left for drafts proposes 0, accepts 0 and still "
+                                    "counts as a round.",
+}
 
 
 def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4) -> None:
     script = zoo.scripted_script()
     starts = starts or tuple(script.cycle[10:16])
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted",
-                                       "cases": [(prompt_for_token(start), 24, k) for start in starts]})
+    edges = [case for case in eos_and_budget_cases() if case[3] in COUNTED_EDGES]
+    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "cases": [
+        *[(prompt_for_token(start), 24, k) for start in starts],
+        *[(prompt_for_token(start), max_tokens, edge_k) for start, edge_k, max_tokens, _ in edges]]})
     for start, outcome in zip(starts, outcomes):
         expected = predict_rounds(start, k, 24)
         got = decoded(outcome, f"prompt {prompt_for_token(start)!r}")
@@ -186,13 +211,42 @@ def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4) -> 
         require(calls >= expected.rounds,
                 f"the kit saw {calls} target forward passes for a decode that takes {expected.rounds} rounds, "
                 "which need one each: every forward must go through the model's own call, with its hooks in place")
-        require(calls == expected.rounds,
-                f"{calls} target forward passes for a decode that takes {expected.rounds} rounds: one per "
-                "round, whose logits give the acceptance, the correction and the bonus token")
+        require(calls == expected.rounds, too_many_forwards(outcome, expected))
         require(got.proposed == expected.proposed and got.accepted == expected.accepted,
                 f"per-round counts should be proposed {expected.proposed}, accepted {expected.accepted}; the "
                 f"decoder reported proposed {got.proposed}, accepted {got.accepted}. Count accepted drafts only "
-                "(not the bonus or correction token) and propose no more drafts than the budget leaves room for.")
+                "(not the bonus or correction token) and propose no more drafts than the budget leaves room for; a "
+                "round with no room left for drafts proposes 0 and still counts as a round.")
+    for (start, edge_k, max_tokens, label), outcome in zip(edges, outcomes[len(starts):]):
+        expected, got = predict_rounds(start, edge_k, max_tokens), decoded(outcome, label)
+        if got.token_ids != expected.token_ids:
+            continue  # wrong tokens are test_eos_and_budget's to name
+        require(got.proposed == expected.proposed and got.accepted == expected.accepted,
+                f"{label} (k={edge_k}, max_tokens={max_tokens}): per-round counts should be proposed "
+                f"{expected.proposed}, accepted {expected.accepted}; the decoder reported proposed {got.proposed}, "
+                f"accepted {got.accepted}. {COUNTED_EDGES[label]}")
+
+
+def too_many_forwards(outcome: CaseOutcome, expected: DecodeResult) -> str:
+    """More target forwards than rounds: more rounds than correct decoding, more than one forward in a
+    round, or a target doing the drafts' work.
+
+    Told apart from the kit's own record: a round begins with the draft's calls, so the runs of draft
+    calls (no target call between them) count the rounds that drafted.
+    """
+    calls, drafts = outcome.forwards["target"], outcome.forwards["draft"]
+    drafted_first = bool(drafts) and (not calls or drafts[0].started < calls[0].started)
+    runs = len(first_after(drafts, calls)) + drafted_first
+    drafting = sum(1 for p in expected.proposed if p > 0)
+    seen = f"{len(calls)} target forward passes for a decode that takes {expected.rounds} rounds"
+    if runs > drafting:
+        return (f"{seen}, {drafting} of them drafting; the draft ran in {runs}: more rounds than correct decoding "
+                "takes. Each round must keep every accepted draft and add the target's own token")
+    if runs == drafting:
+        return (f"{seen}, and the draft ran in the {runs} rounds it should: a round makes more than one target "
+                "forward. One per round: its logits give the acceptance, the correction and the bonus token")
+    return (f"{seen}, {drafting} of them drafting, but the draft ran in only {runs}: the target is doing the "
+            "drafts' work. One target forward per round checks all of the round's drafts")
 
 
 # ---------------------------------------------------------------------------------------------
