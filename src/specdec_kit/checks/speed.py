@@ -14,6 +14,7 @@ import torch
 from .. import settings, zoo
 from ..probes import set_threads
 from ..reference import first_mismatch, predict_rounds, prompt_for_token, target_greedy
+from ..timing import Observer
 from .core import as_runner, decoded, require, require_seen_forwards
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
@@ -71,7 +72,9 @@ def _gate_exact(setup, prompts, k: int, max_new_tokens: int) -> None:
     for prompt in prompts:
         ids = encode(setup, prompt.text)
         expected = target_greedy(setup.target, ids, max_new_tokens)
-        got = list(decoder.speculative_decode(prompt.text, max_new_tokens, k).token_ids)
+        with Observer(decoder, lambda event: None) as observer:  # only to stop a decode that never ends
+            observer.expect_tokens(max_new_tokens)
+            got = list(decoder.speculative_decode(prompt.text, max_new_tokens, k).token_ids)
         mismatch = first_mismatch(setup.target, ids, expected, got)
         if mismatch is not None:
             near_tie_accepted(prompt.id, mismatch, setup.target.dtype)
@@ -87,8 +90,9 @@ def timing_plan(device: str | torch.device | None = None) -> dict:
             "k": SPEEDUP_K, "max_new_tokens": SPEEDUP_TOKENS, "repeats": speedup_repeats()}
 
 
-def measure_speedup(decoder_class: type, device: str | None = None) -> dict:
-    """Time the cached decoder against HF assisted generation and target greedy, interleaved, by the kit.
+def measure_speedup(decoder_class: type, plan: dict) -> dict:
+    """Time the cached decoder against HF assisted generation and target greedy, interleaved, by the kit,
+    as `plan` (`timing_plan`) says.
 
     Returns the median over (prompt, repeat) of the paired tokens/s ratios and each method's tokens/s.
     """
@@ -96,7 +100,6 @@ def measure_speedup(decoder_class: type, device: str | None = None) -> dict:
     from ..loading import default_dtype, resolve_pair
 
     set_threads()
-    plan = timing_plan(device)
     target, draft = resolve_pair(plan["pair"])
     setup = bench.make_setup(target, draft, {"CachedSpeculativeDecoder": decoder_class}, plan["device"],
                              default_dtype(plan["device"]), ["hf_assisted", "cached"])
@@ -122,6 +125,19 @@ def speed_summary(speed: dict, plan: dict, dtype: str) -> dict:
     return {"pair": plan["pair"], "device": str(plan["device"]), "dtype": dtype, "k": plan["k"], "runs": len(runs),
             "vs_hf_assisted": median_ratio("hf_assisted"), "vs_target_greedy": median_ratio("target_greedy"),
             "tokens_per_s": {m: tokens_per_s(m) for m in ("cached", "hf_assisted", "target_greedy")}}
+
+
+GRADING_PAIRS = "synthetic-small on a CPU, synthetic-pythia on a GPU"  # what default_pair picks while grading
+
+
+def describe_plan(plan: dict, min_ratio: float) -> str:
+    """What the speed test is about to time, and what grading times instead (before any timing starts)."""
+    prompts = ", ".join(p.id for p in plan["prompts"])
+    return (f"speed test: your CachedSpeculativeDecoder against HF assisted generation at k={plan['k']}, on "
+            f"{plan['pair']} ({plan['device']}); prompts {prompts}, {plan['max_new_tokens']} new tokens each, "
+            f"{plan['repeats']} repeat(s), interleaved, median of the paired tokens/s ratios; passes at "
+            f"{min_ratio:.2f}x or more. Grading times the same test offline on the grader's machine "
+            f"({GRADING_PAIRS}), so the graded ratio can differ from the one measured here.")
 
 
 def describe_speed(measured: dict) -> str:
@@ -152,6 +168,10 @@ def check_speedup(decoder_class: type, min_ratio: float = SPEEDUP_MIN_RATIO, dev
     if settings.grading():
         print("the speed test is timed by the grader, outside this notebook; its first check passed")
         return None
-    measured = measure_speedup(decoder_class, device)
+    plan = timing_plan(device)
+    print(describe_plan(plan, min_ratio))
+    measured = measure_speedup(decoder_class, plan)
     print(describe_speed(measured))
-    return judge_speedup(measured, min_ratio)
+    judge_speedup(measured, min_ratio)
+    print(f"passed: {measured['vs_hf_assisted']:.2f}x HF assisted generation, at least {min_ratio:.2f}x required")
+    return measured
