@@ -66,3 +66,15 @@ def test_scripted_model_follows_its_script(scripted_dirs):
             "on the first 40 tokens of the cycle the scripted draft's greedy next token should be the script's "
             "draft_next of each token"
         )
+
+
+def test_a_first_build_says_so_and_a_built_pair_is_silent(tmp_path, monkeypatch, capsys):
+    """A student's first test cell waits on the build: it says what it builds, once per machine."""
+    monkeypatch.setenv("SPECDEC_KIT_CACHE", str(tmp_path))
+    zoo.materialize("scripted")
+    first = capsys.readouterr().err
+    zoo.materialize("scripted")
+    again = capsys.readouterr().err
+    assert "building the offline pair 'scripted'" in first and "once per machine" in first, \
+        f"the first build should say what it builds: {first!r}"
+    assert "building" not in again, f"a pair already built should load silently: {again!r}"

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -119,6 +120,9 @@ def materialize(pair: str) -> tuple[Path, Path]:
         root.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{root}.lock"):
             if not root.is_dir():  # another process may have built it while we waited
+                # Said on stderr, where a notebook shows it at once: a first build takes a while.
+                print(f"building the offline pair {spec.name!r} into {root} (once per machine)...",
+                      file=sys.stderr, flush=True)
                 _build_atomically(spec, root)
     return root / "target", root / "draft"
 
