@@ -67,7 +67,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec_kit import DecodeResult, common_prefix_length, crop_to
-from specdec_kit.bench import benchmark_decoder
+from specdec_kit.bench import benchmark_decoder, preflight
 from specdec_kit.loading import (
     check_same_vocab,
     default_dtype,
@@ -190,6 +190,9 @@ class SpeculativeDecoder:
         # 4. append them (truncate_at_eos), record proposed/accepted counts, and roll back: self.rollback(L +
         #    n_accepted), L the length before the round, keeps the positions the text now holds for certain;
         # 5. stop after an EOS.
+        # Every round appends at least the target's own token, a round with no room for drafts too (it
+        # proposes 0 and counts as a round). accepted counts the accepted drafts that are kept: when an EOS
+        # is among them, those up to and including it.
         ### BEGIN SOLUTION
         while len(new_tokens) < max_tokens:
             # 1. Draft, leaving room in the budget for the target's own token.
@@ -485,9 +488,13 @@ hidden.check_cache_use(CachedSpeculativeDecoder)
 # %% [markdown]
 # ## Try it
 #
-# On a GPU with internet this uses the course's Pythia pair; offline it uses one of the kit's own pairs.
+# On a GPU with internet this uses the course's Pythia pair; offline it uses one of the kit's own pairs,
+# small models with hand-set weights whose tokens follow a table, not language: their text is gibberish,
+# as expected. What matters there is that the tokens equal the target's own greedy ones, and the
+# acceptance rate.
 
 # %% tags=["demo"]
+preflight({"CachedSpeculativeDecoder": CachedSpeculativeDecoder}, ["cached"])  # seconds, before the real pair
 decoder = CachedSpeculativeDecoder(TARGET, DRAFT, device=DEVICE)
 result = decoder.speculative_decode("The future of Artificial Intelligence is", max_tokens=40,
                                     num_speculative_tokens=4)
@@ -500,8 +507,20 @@ print(f"{result.rounds} rounds, acceptance rate {result.acceptance_rate:.0%}, "
 #
 # Timing is the kit's job, not the decoder's: `decoder.benchmark(...)` and `bench.compare(...)` use the
 # kit's harness (warm-up, synchronisation, interleaved runs, forward calls counted on the models). The
-# plot shows speedup and acceptance rate against k beside two theory curves: Leviathan et al.'s
-# prediction from the measured alpha and c, and the forward-bound speedup from measured forward times.
+# plot shows speedup and acceptance rate against k beside two theory curves, and the table below it the
+# figures behind them, per method and k over the prompts and repeats:
+#
+# - **speedup**: the median over prompts and repeats of the method's tokens/s over target greedy's, for
+#   the same prompt and repeat.
+# - **acceptance rate**: accepted draft tokens / proposed draft tokens (the correction and the bonus
+#   token are not drafts).
+# - **alpha** (Leviathan et al.'s per-token acceptance probability): accepted / (accepted + rejections),
+#   a rejection being a round that accepted fewer drafts than it proposed (one that ended at EOS is not).
+# - **c**: the time of one draft forward over one target forward, each over one new token.
+# - **Leviathan's prediction**: (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)), the expected speedup if a
+#   verify pass over k+1 tokens cost what one target step costs.
+# - **forward-bound speedup**: tokens per round x target greedy's seconds per token / (k draft steps +
+#   one verify pass over k+1 tokens), all measured: the speedup with no overhead outside the forwards.
 
 # %% tags=["demo"]
 print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=40, num_runs=3))
@@ -512,9 +531,18 @@ from specdec_kit.plot import plot_bench
 from specdec_kit.prompts import load_prompts
 
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
-document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:3], [1, 2, 4], pair=PAIR, repeats=1,
-                         device=DEVICE, progress=False)
+sweep = bench.notebook_sweep(DEVICE)  # under a minute on a 2-core CPU; more k and tokens on a GPU
+print(sweep)
+document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
+                         repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE)
 figure = plot_bench(document)
+
+# %% tags=["demo"]
+import pandas as pd
+
+COLUMNS = ["method", "k", "speedup", "acceptance_rate", "alpha", "c", "tokens_per_round", "predicted_speedup",
+           "forward_bound_speedup"]
+pd.DataFrame(document["summary"])[COLUMNS].round(3)  # predicted_speedup: Leviathan's prediction
 
 # %% [markdown]
 # ### Test of speed
@@ -523,6 +551,9 @@ figure = plot_bench(document)
 # interleaved in this process, so the bar is a ratio that holds on any device: Pythia in fp16 on a GPU
 # with internet, the kit's `synthetic-pythia` on a GPU without, `synthetic-small` on a CPU. It first
 # checks, without timing, that you make one target forward per round and produce the target's output.
+# Before timing it prints what it times (pair, device, k, prompts, tokens, repeats) and the bar; after,
+# the ratio it measured, pass or fail. Grading runs the same test offline on the grader's machine
+# (`synthetic-small` on a CPU, `synthetic-pythia` on a GPU), so the graded ratio can differ from yours.
 
 # %% nbgrader={"grade": true, "grade_id": "test_speedup", "locked": true, "points": 10, "schema_version": 3, "solution": false}
 """Cached decoder: at least `min_ratio` times the speed of HF assisted generation, timed by the kit."""
@@ -542,6 +573,13 @@ checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 # In at most 400 words: the speedup and acceptance rate you measured against k (with the plot above),
 # why the measured speedup falls short of Leviathan's prediction and of the forward-bound curve, what a
 # rejection costs your cached decoder, and one change that would raise the speedup on your hardware.
+#
+# | points | what earns them |
+# |---|---|
+# | 3 | your measured speedup and acceptance rate against k, from the table above, with the pair and device, and the k that is best there |
+# | 3 | why the measured speedup falls short of Leviathan's prediction and of the forward-bound curve: what each assumes that your run does not grant |
+# | 2 | what a rejection costs your cached decoder: the forwards spent on rejected drafts, and what rollback keeps |
+# | 2 | one change that would raise the speedup on your hardware, and why it would |
 #
 # ### BEGIN SOLUTION
 # A strong report quotes the measured figures with the command that produced them, separates

@@ -9,6 +9,7 @@ import pytest
 from specdec_kit import bench
 from specdec_kit.bench import rounds_from_target_calls
 from specdec_kit.cli import main
+from specdec_kit.prompts import load_prompts
 from specdec_kit.result import Acceptance, DecodeResult, acceptance
 from specdec_kit.theory import leviathan_speedup
 from specdec_kit.timing import ForwardCall
@@ -157,3 +158,37 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
     draft.generation_config.num_assistant_tokens = 5
     with pytest.raises(bench.HFKMismatchError, match="asked for k=3"):
         bench.run_hf_assisted(setup, "The capital of France is", 16, 3)
+
+
+def test_plot_legend_sits_below_the_panels(tiny_run):
+    """One legend for both panels, under them, so that it covers no curve; it names the theory curves too."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from specdec_kit.plot import plot_bench
+
+    figure = plot_bench(tiny_run[1])
+    figure.canvas.draw()
+    assert [ax.get_legend() for ax in figure.axes] == [None, None], "no legend inside a panel"
+    [legend] = figure.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert any("Leviathan" in label for label in labels) and any("forward-bound" in label for label in labels), \
+        f"the legend should name both theory curves: {labels}"
+    top = legend.get_window_extent().y1
+    bottom = min(ax.get_window_extent().y0 for ax in figure.axes)
+    assert top <= bottom, f"the legend's top ({top:.0f} px) should be below the panels' bottom ({bottom:.0f} px)"
+
+
+def test_notebook_sweep_is_short_on_a_cpu_and_caps_every_decode(solution_classes, tiny_dirs):
+    cpu, gpu = bench.notebook_sweep("cpu"), bench.notebook_sweep("cuda:0")
+    assert cpu.max_new_tokens and cpu.repeats == 1 and gpu.k_values[-1] > cpu.k_values[-1], (
+        f"the CPU sweep should cap tokens with one repeat and the GPU sweep reach further in k, got {cpu} / {gpu}"
+    )
+    assert str(cpu) == "sweep: 2 prompts x k in 1, 2, 4, 32 tokens, 1 repeat", f"the sweep prints as {cpu}"
+    prompts = load_prompts()[:1]
+    document = bench.compare(solution_classes, *tiny_dirs, prompts, [2], repeats=1, methods=["cached"],
+                             max_new_tokens=5, progress=False)
+    assert {row["new_tokens"] for row in document["rows"]} == {5} and prompts[0].max_new_tokens > 5, (
+        "compare(max_new_tokens=5) should cap every decode at 5 tokens, got "
+        f"{sorted({row['new_tokens'] for row in document['rows']})}"
+    )

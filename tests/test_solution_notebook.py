@@ -26,3 +26,17 @@ def test_solution_runs_top_to_bottom(tmp_path, monkeypatch):
     )
     assert any(out.output_type == "display_data" and "image/png" in out.data
                for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs), "the plot shows"
+
+
+def test_report_terms_are_defined_and_its_rubric_adds_up_to_its_points():
+    """The report asks about alpha, c and the theory curves: the notebook defines each before it, and the
+    rubric's points add up to the report cell's."""
+    cells = nbformat.read(SOLUTION, as_version=4).cells
+    report = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "report")
+    before = "".join(c.source for c in cells[:report] if c.cell_type == "markdown")
+    for term in ("speedup", "acceptance rate", "alpha", "c", "Leviathan's prediction", "forward-bound speedup"):
+        assert f"**{term}**" in before, f"the notebook should define **{term}** before the report asks about it"
+    rubric = [int(line.split("|")[1]) for line in cells[report].source.splitlines()
+              if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+    points = cells[report].metadata["nbgrader"]["points"]
+    assert rubric and sum(rubric) == points, f"the rubric's points {rubric} should add up to the report's {points}"

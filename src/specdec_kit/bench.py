@@ -29,13 +29,14 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from . import zoo
 from .cache import crop_to
 from .loading import load_model
 from .prompts import Prompt
 from .reference import target_greedy
 from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
-from .timing import ForwardRecorder, synchronize, timed
+from .timing import ForwardRecorder, NoProgress, Observer, synchronize, timed
 
 SCHEMA_VERSION = 2
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
@@ -45,8 +46,42 @@ MICRO_REPEATS = 15
 WARMUP_TOKENS = 8
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What a notebook's benchmark cell runs: the first `prompts` of the kit's prompts, each k, `repeats` times,
+    `max_new_tokens` each (None: each prompt's own budget)."""
+
+    prompts: int
+    k_values: tuple[int, ...]
+    max_new_tokens: int | None
+    repeats: int
+
+    def __str__(self) -> str:
+        tokens = f"{self.max_new_tokens} tokens" if self.max_new_tokens else "each prompt's own budget"
+        return (f"sweep: {self.prompts} prompts x k in {', '.join(map(str, self.k_values))}, {tokens}, "
+                f"{self.repeats} repeat{'s' if self.repeats > 1 else ''}")
+
+
+# A CPU sweep stays under a minute on 2 cores (the student README gives the measured figure); a GPU times
+# more k, each prompt's whole budget and two repeats.
+NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 32, 1), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 2)}
+
+
+def notebook_sweep(device: str) -> Sweep:
+    """The benchmark cell's default sweep on `device` ("cuda", "cuda:0", "cpu", ...)."""
+    return NOTEBOOK_SWEEPS["cuda" if str(device).startswith("cuda") else "cpu"]
+
+
+# Before anything heavy, each decoder to be timed decodes this on the tiny pair (seconds on a CPU).
+PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K = "The future of Artificial Intelligence is", 12, 3
+
+
 class HFKMismatchError(RuntimeError):
     """HF assisted generation proposed a different number of draft tokens than asked."""
+
+
+class NotReadyError(ValueError):
+    """A notebook's decoder cannot be benchmarked yet: on the tiny pair it fails or gives other tokens."""
 
 
 @dataclass(frozen=True)
@@ -273,18 +308,53 @@ def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, typ
 
 def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: list[Prompt], k_values: list[int],
             *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
-            dtype: torch.dtype | None = None, progress: bool = True) -> dict:
+            dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True) -> dict:
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
     `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder) to a notebook's
-    classes; `no_cache` and `cached` need the one they run.
+    classes; `no_cache` and `cached` need the one they run. `max_new_tokens` (None: each prompt's own)
+    caps every decode.
     """
     from .loading import resolve_device
 
     device = resolve_device(device)
+    preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
-    rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), progress=progress)
+    rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress)
     return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
+
+
+def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], None] | None = print) -> None:
+    """Each decoder that `methods` time must decode one prompt on the tiny pair as the target does, before
+    the benchmark loads its pair: an unfinished or wrong decoder fails in seconds, saying what to do."""
+    from transformers.utils import logging as hf_logging
+
+    from .reference import zoo_greedy
+
+    expected = list(zoo_greedy("tiny", PREFLIGHT_PROMPT, PREFLIGHT_TOKENS))
+    for name in dict.fromkeys(DECODER_METHODS[m] for m in methods if m in DECODER_METHODS):
+        try:
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # loading bars for a seconds-long check would drown its line
+            try:
+                decoder = decoder_classes[name](*(str(p) for p in zoo.materialize("tiny")), device="cpu")
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
+            with Observer(decoder, lambda event: None) as observer:  # only to stop a decode that never ends
+                observer.expect_tokens(PREFLIGHT_TOKENS)
+                got = list(decoder.speculative_decode(PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K).token_ids)
+        except NotImplementedError as e:
+            raise NotReadyError(f"{name} is not finished ({e or 'NotImplementedError'}): the benchmark times "
+                                "finished decoders; pass the tests of its part first") from e
+        except (Exception, NoProgress) as e:
+            raise NotReadyError(f"{name} failed on the tiny pair before the benchmark: {type(e).__name__}: {e}. "
+                                "Pass the tests of its part first") from e
+        if got != expected:
+            raise NotReadyError(f"{name} does not give the target's greedy tokens on the tiny pair (got {got}, "
+                                f"expected {expected}): pass test_exact first")
+        if say:
+            say(f"{name} decodes the tiny pair as its target does: benchmarking it")
 
 
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,

@@ -42,8 +42,10 @@ def plot_bench(document: dict, theory_method: str = "cached"):
     for ax in (ax_speed, ax_accept):
         ax.set_xticks(sorted({int(k) for k in speculative.k}))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    # One legend under both panels, so that it never covers a curve (the speed panel's names every line).
+    handles, labels = ax_speed.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle(f"{document['pair'] or document['target'] + ' / ' + document['draft']} on {document['device']}, "
                  f"{document['dtype']}, {document['threads']} threads")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
