@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml environment.yml
 	python3 -m venv $(VENV)
 	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/pins.txt
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev,instructor]'
+	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev,notebook,instructor]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -19,7 +19,7 @@ def environment_pins() -> dict[str, str]:
 def project_requirements() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    return [Requirement(r) for r in project["dependencies"] + extras["dev"] + extras["instructor"]]
+    return [Requirement(r) for r in project["dependencies"] + extras["dev"] + extras["notebook"] + extras["instructor"]]
 
 
 def environment_python() -> str:

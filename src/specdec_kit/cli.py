@@ -5,6 +5,7 @@
     specdec-kit zoo [PAIR ...]                                 build offline pairs into the cache, print their records
     specdec-kit build-notebook solutions/speculative_decoding.py [--check]
     specdec-kit release [--check] [--student-repo DIR]        cut assignment/ from the solution with nbgrader
+    specdec-kit time-notebook [--finished] [--fresh-cache]    run the student notebook as a student would, timed
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -178,6 +180,24 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time_notebook(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import nbformat
+
+    from .course.student_run import finished_notebook, time_cells
+
+    notebook = finished_notebook(Path(args.solution)) if args.finished else nbformat.read(args.release, as_version=4)
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = time_cells(notebook, Path(workdir), fresh_cache=args.fresh_cache,
+                          progress=lambda row: print(f"{row.seconds:7.1f} s  {row.cell}  {row.error}", flush=True))
+    failed = sum(bool(row.error) for row in rows)
+    print(f"{'finished' if args.finished else 'blank'} notebook, {'fresh' if args.fresh_cache else 'warm'} zoo "
+          f"cache, {os.cpu_count()} cores: {sum(r.seconds for r in rows):.0f} s in {len(rows)} code "
+          f"cells, {failed} ended in an error")
+    return 0
+
+
 def cmd_selftest(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -315,6 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
     selftest.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     selftest.set_defaults(func=cmd_selftest)
+
+    timing = commands.add_parser("time-notebook", help="run the student notebook as a student would, timing each "
+                                                       "cell (the student README's figures)")
+    timing.add_argument("--finished", action="store_true", help="the solution as handed in, not the blank release")
+    timing.add_argument("--fresh-cache", action="store_true", help="build the offline models anew, as a first run")
+    timing.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    timing.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
+    timing.set_defaults(func=cmd_time_notebook)
 
     autograde = commands.add_parser("autograde", help="grade a class's notebooks with nbgrader into grades.csv")
     autograde.add_argument("submissions", help="submitted/<student>/speculative_decoding/ tree or a folder of "

@@ -22,6 +22,9 @@ from . import publish
 from .nbgrader import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
 
 STUDENT_TREE = ("src", "data", "pyproject.toml")
+# Seconds of a whole run on 2 idle cores (first run on a machine, later runs), from `specdec-kit time-notebook
+# [--finished] [--fresh-cache]`; the student README states them.
+RUN_SECONDS = {"blank": (12, 6), "finished": (94, 59)}
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
 
 
@@ -67,12 +70,42 @@ def student_readme() -> str:
 every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
 this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark).
 
-Without a GPU or internet the notebook runs on the kit's own small models on the CPU:
+## On your own machine
+
+Python 3.10 or newer. No GPU or internet is needed: on a CPU the notebook runs on the kit's own small models.
+From a clone of this repository:
 
 ```bash
-pip install -e .            # the support package and its dependencies
+python3 -m venv .venv && . .venv/bin/activate    # on Windows: .venv\\Scripts\\activate
+pip install -e '.[notebook]'                      # the support package, JupyterLab and what they need
 jupyter lab {NOTEBOOK}
 ```
+
+PyTorch on Linux without an NVIDIA GPU: install PyTorch's CPU build before `pip install -e`, with the
+command PyTorch's "Get started" page gives for Linux, pip and CPU; a plain `pip install torch` there
+downloads several GB of CUDA libraries the CPU never uses. On macOS and Windows the plain install is fine.
+
+To run every cell without a browser (the outputs, test messages included, go into `run.ipynb`):
+
+```bash
+jupyter nbconvert --to notebook --execute --allow-errors --output run.ipynb {NOTEBOOK}
+```
+
+## How long a run takes on a CPU
+
+The whole notebook on a 2-core CPU with nothing else running:
+
+| notebook | first run on a machine | later runs |
+|---|---|---|
+| as handed out (every test fails at once) | {RUN_SECONDS["blank"][0]} s | {RUN_SECONDS["blank"][1]} s |
+| finished | {RUN_SECONDS["finished"][0]} s | {RUN_SECONDS["finished"][1]} s |
+
+A first run builds the kit's offline models into `~/.cache/specdec-kit`, once per machine: the smallest
+pair in the first test cell (seconds), the benchmark's pair in "Try it" (about half a minute); each says
+so while it builds. The benchmark cell first checks, in seconds on the smallest pair, that your decoders
+give the target's tokens, then prints its sweep and a progress bar; on a CPU it stays under a minute.
+
+## Submitting
 
 Submit the notebook file ({NOTEBOOK}) as your course asks. Grading runs the same checks as the test
 cells, with hidden cases on other prompts and models and the kit's own timers and counters, on your
