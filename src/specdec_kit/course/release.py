@@ -6,12 +6,15 @@
 
 nbgrader's generate_assignment runs in a throw-away course directory; its output is written with
 the notebook's cell ids kept and jupytext's pairing metadata dropped, so two releases are identical
-byte for byte. The student tree holds the release notebook, the support package, data/ and a student
-README; never solutions/, autograder/ or tests/, which `check_student_tree` verifies.
+byte for byte. The install address and Colab link are those set in autograder/config.toml (publish.py).
+The student tree holds the release notebook, the support package, data/ and a student README;
+never solutions/, autograder/ or tests/, which `check_student_tree` verifies. It is written into DIR
+in place: `.git` and files the kit did not write stay, and a manifest (MANIFEST) lists what it wrote.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,23 +29,29 @@ STUDENT_TREE = ("src", "data", "pyproject.toml")
 # [--finished] [--fresh-cache]`; the student README states them.
 RUN_SECONDS = {"blank": (12, 6), "finished": (94, 59)}
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
+MANIFEST = ".specdec-export"
+MANIFEST_HEADER = "# Written by `specdec-kit release --student-repo`: the files it wrote, replaced on each export.\n"
+
+log = logging.getLogger(__name__)
 
 
 class ReleaseError(NbgraderError):
     """nbgrader could not release the notebook, or a release leaks what students must not see."""
 
 
-def source_notebook(solution: Path) -> str:
-    """The nbgrader source: the solution with the course's install address filled in (publish.py)."""
-    return solution.read_text().replace(INSTALL_TOKEN, publish.install_spec())
+def source_notebook(solution: Path, config: publish.CourseConfig | None = None) -> str:
+    """The nbgrader source: the solution with the course's install address filled in.
+
+    `config` defaults to ./autograder/config.toml's."""
+    return solution.read_text().replace(INSTALL_TOKEN, publish.install_spec(config or publish.load_config()))
 
 
-def render_release(solution: Path) -> str:
+def render_release(solution: Path, config: publish.CourseConfig | None = None) -> str:
     """The release notebook's text, from nbgrader's generate_assignment on `solution`."""
     with tempfile.TemporaryDirectory() as tmp:
         course_dir = Path(tmp)
         write_course_config(course_dir)
-        notebook = nbformat.read(generate_assignment(course_dir, source_notebook(solution)), as_version=4)
+        notebook = nbformat.read(generate_assignment(course_dir, source_notebook(solution, config)), as_version=4)
     notebook.metadata.pop("jupytext", None)
     text = nbformat.writes(notebook) + "\n"
     leaks = [marker for marker in FORBIDDEN_TEXT if marker in text]
@@ -51,22 +60,23 @@ def render_release(solution: Path) -> str:
     return text
 
 
-def release(solution: Path, out_dir: Path) -> Path:
+def release(solution: Path, out_dir: Path, config: publish.CourseConfig | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / NOTEBOOK
-    target.write_text(render_release(solution))
+    target.write_text(render_release(solution, config))
     return target
 
 
-def is_current(solution: Path, out_dir: Path) -> bool:
+def is_current(solution: Path, out_dir: Path, config: publish.CourseConfig | None = None) -> bool:
     target = out_dir / NOTEBOOK
-    return target.is_file() and target.read_text() == render_release(solution)
+    return target.is_file() and target.read_text() == render_release(solution, config)
 
 
-def student_readme() -> str:
+def student_readme(config: publish.CourseConfig | None = None) -> str:
+    colab = publish.colab_url(config or publish.load_config(), NOTEBOOK)
     return f"""# Speculative decoding: the assignment
 
-[Open the notebook in Colab]({publish.colab_url(NOTEBOOK)}) (Runtime > Change runtime type > T4 GPU), fill in
+[Open the notebook in Colab]({colab}) (Runtime > Change runtime type > T4 GPU), fill in
 every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
 this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark).
 
@@ -114,20 +124,75 @@ classes outside your notebook: only the imports, functions, classes and constant
 
 
 def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_readme: str) -> Path:
-    """Copy what students may see into `dest` (replaced if it exists) and check it."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    for name in STUDENT_TREE:
-        source = repo / name
-        if source.is_dir():
-            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy(source, dest / name)
-    shutil.copy(release_notebook, dest / NOTEBOOK)
-    (dest / "README.md").write_text(student_readme)
-    check_student_tree(dest)
+    """Write what students may see into `dest`, checked first: a new directory, an empty one or a previous export.
+
+    Only the kit's files are written (replaced if there); `.git` and whatever else the kit did not write stay.
+    A file the previous export wrote (its MANIFEST lists it) that this one no longer writes is removed. A
+    directory holding other files and no MANIFEST raises ValueError before anything is written."""
+    previous = previous_export(dest)
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp)
+        for name in STUDENT_TREE:
+            source = repo / name
+            if source.is_dir():
+                shutil.copytree(source, staged / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            else:
+                shutil.copy(source, staged / name)
+        shutil.copy(release_notebook, staged / NOTEBOOK)
+        (staged / "README.md").write_text(student_readme)
+        check_student_tree(staged)
+        written = sorted(path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file())
+        dest.mkdir(parents=True, exist_ok=True)
+        _write_manifest(dest, sorted(previous | set(written)))  # an export stopped half-way still lists its files
+        for name in written:
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink():  # replace the link, never write through it
+                target.unlink()
+            shutil.copy(staged / name, target)
+    for name in sorted(previous - set(written)):
+        _remove(dest, name)
+    _write_manifest(dest, written)
     return dest
+
+
+def previous_export(dest: Path) -> set[str]:
+    """The files the last export into `dest` wrote, from its MANIFEST; none for a new or empty directory.
+
+    Raises ValueError for a directory holding other files (`.git` aside) and no MANIFEST."""
+    if not dest.exists():
+        return set()
+    if not dest.is_dir():
+        raise ValueError(f"{dest} is a file, not a directory for the student repository")
+    manifest = dest / MANIFEST
+    if not manifest.is_file():
+        if any(path.name != ".git" for path in dest.iterdir()):
+            raise ValueError(f"{dest} holds files but no {MANIFEST}, so it is not a previous export of the kit; "
+                             "nothing was written. Export into a new or empty directory (a fresh clone of the "
+                             "student repository is fine) or into a previous export")
+        return set()
+    names = {line.strip() for line in manifest.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    for name in names:
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"{manifest}: {name!r} is not a path inside {dest}; nothing was written")
+    return names
+
+
+def _write_manifest(dest: Path, names: list[str]) -> None:
+    (dest / MANIFEST).write_text(MANIFEST_HEADER + "".join(f"{name}\n" for name in names))
+
+
+def _remove(dest: Path, name: str) -> None:
+    """Delete a file an earlier export wrote, and the folders it leaves empty."""
+    path = dest / name
+    if not (path.is_file() or path.is_symlink()):
+        return
+    path.unlink()
+    log.info("removed %s: the kit no longer writes it", path)
+    for folder in path.parents:
+        if folder == dest or any(folder.iterdir()):
+            break
+        folder.rmdir()
 
 
 def check_student_tree(tree: Path) -> None:
