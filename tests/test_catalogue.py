@@ -18,6 +18,7 @@ from specdec_kit.course.catalogue import Entry, catalogue_table, load_catalogue,
 from specdec_kit.timing import NoProgress
 
 from conftest import REPO, SOLUTION
+from independent import independent
 
 ENTRIES = load_catalogue(REPO / "autograder")
 BUGS = [e for e in ENTRIES if e.fails and not e.name.startswith("variant_")]
@@ -26,15 +27,14 @@ PLAN = verdict.load_plan(REPO / "autograder")
 TIMED = verdict.SPEED_TEST  # its timing is the selftest's; its deterministic gate runs here like any check
 
 
-def classes(entry: Entry, tmp_path) -> dict[str, type]:
-    path = tmp_path / f"{entry.name}.ipynb"
-    nbformat.write(make_submission(SOLUTION, entry), path)
-    return load_decoder_classes(path)
-
-
 def verdicts(entry: Entry, tmp_path, tests) -> dict[str, str]:
     """test -> "" if its checks (visible, then hidden) pass on the entry's classes, else the failure's words."""
-    found, loaded = {}, classes(entry, tmp_path)
+    return notebook_verdicts(make_submission(SOLUTION, entry), tmp_path / f"{entry.name}.ipynb", tests)
+
+
+def notebook_verdicts(notebook: nbformat.NotebookNode, path, tests) -> dict[str, str]:
+    nbformat.write(notebook, path)
+    found, loaded = {}, load_decoder_classes(path)
     for test in tests:
         class_name, test_checks = PLAN.tests[test]
         try:
@@ -86,3 +86,11 @@ def test_readme_lists_the_catalogue():
     assert table in (REPO / "README.md").read_text(), \
         f"the README's table of known bugs is stale; put this in its place:\n{table}"
 
+
+
+@pytest.mark.slow
+def test_an_independently_written_solution_passes_every_check(tmp_path):
+    """The report's similarity test pairs it with nothing; it must be correct code, or that proves little."""
+    found = notebook_verdicts(independent(), tmp_path / "independent.ipynb", [t for t in PLAN.tests if t != TIMED])
+    failed = {t: words for t, words in found.items() if words}
+    assert not failed, f"the independent solution is correct code and must pass; failed {failed}"

@@ -4,49 +4,20 @@ and a batch whose scores come from the kit's verdict and survive what a kernel w
 Example run: python -m pytest tests/test_grading.py -q
 """
 
+import csv
 import sqlite3
-from pathlib import Path
+from datetime import datetime, timedelta, timezone
 
 import nbformat
 import pytest
 
-from specdec_kit.course import grading, release
+from specdec_kit.course import export, grading, release, results
 from specdec_kit.course import nbgrader as course_nbgrader
+from specdec_kit.course.collect import Submission, collect
+from specdec_kit.course.publish import Deadline
 
 from conftest import REPO, SOLUTION
 from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, solved
-
-
-@pytest.mark.parametrize("name,expected", [
-    ("alice.ipynb", "alice"), ("Copy of bob.ipynb", "bob"), ("carol (1).ipynb", "carol"),
-    ("Dan Smith.ipynb", "Dan_Smith"),
-])
-def test_student_id_from_file_name(name, expected):
-    assert grading.student_id(Path(name)) == expected, f"{name} should give the id {expected}"
-
-
-def test_student_id_regex():
-    got = grading.student_id(Path("hw3_s1234567_final.ipynb"), r"_(s\d+)_")
-    assert got == "s1234567", f"the regex's first group is the id: s1234567 expected, got {got}"
-    with pytest.raises(ValueError, match="does not match"):
-        grading.student_id(Path("x.ipynb"), r"(s\d+)")
-
-
-def test_collect_flat_folder_with_duplicate_and_roster(tmp_path):
-    for name in ("alice.ipynb", "Copy of bob.ipynb", "bob.ipynb"):
-        (tmp_path / name).write_text("{}")
-    found = {s.student: s for s in grading.collect(tmp_path, roster=["alice", "bob", "erin"])}
-    assert found["alice"].problem == "", f"alice has one notebook; got {found['alice'].problem!r}"
-    assert "2 notebooks for one student" in found["bob"].problem, found["bob"].problem
-    assert found["erin"].path is None and found["erin"].problem == "no submission", found["erin"]
-
-
-def test_collect_nbgrader_layout(tmp_path):
-    notebook = tmp_path / "frank" / "speculative_decoding" / "speculative_decoding.ipynb"
-    notebook.parent.mkdir(parents=True)
-    notebook.write_text("{}")
-    found = [(s.student, s.path) for s in grading.collect(tmp_path)]
-    assert found == [("frank", notebook)], f"nbgrader's submitted/ layout gives the student's folder name; got {found}"
 
 
 @pytest.mark.parametrize("content,why", [(b"", "the file is empty"), (b"{ not json", "not a Jupyter notebook"),
@@ -89,10 +60,11 @@ def test_bad_submissions_are_reported_not_raised(tmp_path):
     broken = tmp_path / "broken.ipynb"
     broken.write_text("not a notebook")
     course = tmp_path / "course"
-    rows = [grading.grade(course, grading.Submission("broken", broken), settings=None),
-            grading.grade(course, grading.Submission("gone", None, "no submission"), settings=None),
-            grading.grade(course, grading.Submission("twice", broken, "2 notebooks for one student"), settings=None)]
-    assert [r.status for r in rows] == ["invalid", "missing", "duplicate"], [(r.status, r.message) for r in rows]
+    rows = [grading.grade(course, Submission("broken", broken), settings=None),
+            grading.grade(course, Submission("gone", None, "no submission"), settings=None)]
+    got = [(r.status, r.message) for r in rows]
+    assert [r.status for r in rows] == ["invalid", "missing"], \
+        f"an unreadable file is invalid and a roster student without one missing: {got}"
 
 
 def test_kernel_environment_is_offline_pinned_and_without_instructor_folders(tmp_path, monkeypatch):
@@ -150,8 +122,7 @@ def batch(tmp_path_factory):
         nbformat.write(notebook, submissions / f"{name}.ipynb")
     settings = grading.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
     finished = []
-    grades = grading.grade_all(course, grading.collect(submissions), settings, root / "graded" / "feedback",
-                               progress=finished.append)
+    grades, _ = results.grade_class(root / "graded", collect(submissions), settings, progress=finished.append)
     return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished
 
 
@@ -201,3 +172,43 @@ def test_feedback_shows_the_verdict_and_can_be_made_again_after_manual_grading(b
     assert main(["feedback", str(course.parent), "--student", "amy"]) == 0, "regenerating feedback succeeds"
     page = (feedback_dir / "amy.html").read_text()
     assert "Graded by hand: pending" not in page and "7.0 / 10" in page, "the report's score shows once graded"
+
+
+@pytest.mark.slow
+def test_export_totals_every_student_and_waits_for_the_hand_graded_report(batch, tmp_path):
+    """After amy's report is graded by hand (the test above): her total is 90 + 7; roster student ann is missing."""
+    course, _, _, _ = batch
+    due = datetime.now(timezone.utc) - timedelta(days=1)
+    grades = {g.student: g for g in export.class_grades(course.parent, Deadline(due, 60), roster=["ann"])}
+    assert sorted(grades) == ["amy", "ann", "mallory", "zed"], f"every graded and roster student: {sorted(grades)}"
+    assert (grades["amy"].auto, grades["amy"].manual, grades["amy"].total) == (90, 7, 97), grades["amy"]
+    assert grades["zed"].manual == 0 and grades["ann"].status == "missing", (grades["zed"], grades["ann"])
+    assert grades["amy"].late_by and grades["amy"].late_by > timedelta(hours=22), \
+        f"a file from today is late against yesterday's deadline with an hour's grace: {grades['amy'].late_by}"
+    export.write_gradescope(list(grades.values()), tmp_path / "gs.csv")
+    rows = {r["SID"]: r for r in csv.DictReader((tmp_path / "gs.csv").open())}
+    assert (rows["amy"]["Total Score"], rows["amy"]["Late"], rows["ann"]["Status"]) == ("97", "yes", "missing"), \
+        f"Gradescope's rows carry the total, the late flag and the status: {rows}"
+
+
+@pytest.mark.slow
+def test_regrading_one_student_keeps_every_other_row_and_records_the_old_one(batch):
+    """zed hands in the solution after all: `--student zed` regrades zed only, into the same --out."""
+    course, _, _, _ = batch
+    out = course.parent
+    before = results.read_rows(out / "grades.csv")
+    submissions = out.parent / "submissions"
+    nbformat.write(solved(), submissions / "zed.ipynb")
+    from specdec_kit.cli import main
+
+    assert main(["autograde", str(submissions), "--out", str(out), "--student", "zed",
+                 "--solution", str(SOLUTION), "--autograder", str(REPO / "autograder")]) == 0, "the regrade succeeds"
+    after = results.read_rows(out / "grades.csv")
+    assert set(after) == {"amy", "zed", "mallory"}, f"every student keeps a row; rows {sorted(after)}"
+    for student in ("amy", "mallory"):
+        assert after[student] == before[student], f"{student}'s row must not change in zed's regrade"
+    assert float(after["zed"]["score"]) == 90, f"zed's new row has the solution's 90 points: {after['zed']}"
+    [old] = results.read_history(out / "regrades.csv")
+    assert (old["student"], float(old["score"])) == ("zed", 0), f"regrades.csv keeps zed's replaced row: {old}"
+    scores = {s: sum(a or 0 for a, _, _ in cells.values()) for s, cells in grading.read_scores(course).items()}
+    assert scores["amy"] == 90 and scores["zed"] == 90, f"the gradebook holds amy's old and zed's new score: {scores}"

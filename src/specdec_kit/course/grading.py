@@ -2,9 +2,8 @@
 
     specdec-kit autograde SUBMISSIONS --out graded/ [--roster FILE] [--timeout 600] [--jobs N]
 
-SUBMISSIONS is nbgrader's `submitted/<student>/<assignment>/` layout or a flat folder of notebooks as
-downloaded from Colab or an LMS (`<student>.ipynb`, "Copy of ..." names handled, `--id-regex` to pull
-the id out of other names). For each readable submission two things run side by side:
+`collect.py` finds the submissions in the shapes LMSs give; `results.py` keeps the class's rows across
+runs. For each readable submission two things run side by side:
 - nbgrader autograde runs the whole notebook in a kernel, for the feedback page, the hand-graded report
   and formgrader. The course's source is the student release, so the kernel runs the visible tests
   only; it has neither `autograder/` nor `solutions/` on its import path or under its working
@@ -18,13 +17,12 @@ notebook's test cells. The kit owns grading runs: a raw `nbgrader autograde --fo
 the verdicts with the kernel's own results, so grade again with `specdec-kit autograde` instead. Once
 every kernel of the batch has finished, the kit writes all verdicts and autograded notebooks again (a
 kernel runs as the same user and could have touched them), renders the feedback pages with nbgrader's
-generate_feedback (cleaned by `feedback.CleanFeedback`) and writes grades.csv.
+generate_feedback (cleaned by `feedback.CleanFeedback`).
 """
 
 from __future__ import annotations
 
 import copy
-import csv
 import os
 import re
 import resource
@@ -43,7 +41,8 @@ import nbformat
 from .. import settings as kit_settings
 from .. import zoo
 from ..adapters import is_graded_cell
-from . import feedback, scan, verdict
+from . import feedback, publish, scan, verdict
+from .collect import Submission
 from .nbgrader import (
     ASSIGNMENT,
     NOTEBOOK,
@@ -56,7 +55,7 @@ from .nbgrader import (
 from .preprocessors import read_run_record
 from .release import render_release
 
-STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing", "duplicate")
+STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing")
 DB_RETRIES = 4
 GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
@@ -64,13 +63,6 @@ NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself
 
 class GradingSetupError(NbgraderError):
     """The course directory could not be set up: nothing can be graded, so stop before the first student."""
-
-
-@dataclass
-class Submission:
-    student: str
-    path: Path | None  # None for a roster student who submitted nothing
-    problem: str = ""  # why it cannot be graded (duplicate, unreadable), empty if none
 
 
 @dataclass
@@ -84,6 +76,8 @@ class Grade:
     tests: dict[str, float] = field(default_factory=dict)  # grade_id -> points earned
     seconds: float = 0.0
     flags: list[str] = field(default_factory=list)  # static-scan findings, for a person to read
+    failures: dict[str, str] = field(default_factory=dict)  # failed test -> the first line of its message
+    vs_hf_assisted: float | None = None  # the speed test's measured ratio, when it got that far
 
 
 @dataclass
@@ -117,47 +111,6 @@ class Graded:
     grade: Grade
     notebook: nbformat.NotebookNode  # the autograded notebook, test cells showing the verdict
     scores: dict[str, tuple]  # every graded cell: (auto_score, manual_score, needs_manual_grade)
-
-
-# ---------------------------------------------------------------------------------------------
-# Collecting
-
-
-def student_id(path: Path, id_regex: str | None = None) -> str:
-    """The student id of a downloaded notebook: its name without "Copy of " and ".ipynb", or a regex group."""
-    name = path.stem
-    if id_regex:
-        match = re.search(id_regex, name)
-        if not match:
-            raise ValueError(f"--id-regex {id_regex!r} does not match {path.name}")
-        return match.group(1) if match.groups() else match.group(0)
-    name = re.sub(r"^Copy of\s+", "", name)
-    name = re.sub(r"\s*\(\d+\)$", "", name)  # "alice (1).ipynb", a second download
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unnamed"
-
-
-def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | None = None) -> list[Submission]:
-    """Every submission under `submissions`, two files for one student reported, roster gaps added."""
-    nested = sorted(submissions.glob(f"*/{ASSIGNMENT}/*.ipynb"))
-    if nested:
-        found = [(path.parts[-3], path) for path in nested]
-    else:
-        found = [(student_id(path, id_regex), path) for path in sorted(submissions.glob("*.ipynb"))]
-    by_student: dict[str, list[Path]] = {}
-    for student, path in found:
-        by_student.setdefault(student, []).append(path)
-    result = []
-    for student, paths in sorted(by_student.items()):
-        if len(paths) > 1:
-            names = ", ".join(p.name for p in paths)
-            result.append(Submission(student, paths[0], f"{len(paths)} notebooks for one student ({names}): "
-                                                        "keep one and grade again"))
-        else:
-            result.append(Submission(student, paths[0]))
-    for student in roster or []:
-        if student not in by_student:
-            result.append(Submission(student, None, "no submission"))
-    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +161,7 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
                         "c.OverwriteCells.add_missing_cells = True",
                         *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))
     try:
-        generate_assignment(course, render_release(solution))
+        generate_assignment(course, render_release(solution, publish.load_config(autograder_dir)))
     except NbgraderError as e:
         raise GradingSetupError(str(e)) from e
 
@@ -226,6 +179,13 @@ def course_points(course: Path) -> dict[str, float]:
             for c in notebook.cells if is_graded_cell(c)}
 
 
+def hand_graded_cells(course: Path) -> list[str]:
+    """The cells a person grades: nbgrader's graded answer cells (the report), by grade_id."""
+    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in notebook.cells
+            if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+
+
 def graded_cells(course: Path) -> list[str]:
     """The graded cells of the assignment, in notebook order."""
     return list(course_points(course))
@@ -236,20 +196,21 @@ def graded_cells(course: Path) -> list[str]:
 
 
 def grade_all(course: Path, submissions: list[Submission], settings: Settings, feedback_dir: Path,
-              progress=None) -> list[Grade]:
+              progress=None, kept: dict[str, Graded | Grade] | None = None) -> list[Grade]:
     """Grade every submission, `settings.jobs` at a time, then write every verdict again and the feedback.
 
-    `progress` is called once per finished submission (e.g. a tqdm bar's update).
+    `progress` is called with each result as its submission finishes; `kept` holds results of an earlier,
+    interrupted run by student, used instead of grading those again.
     """
     import torch
 
     os.environ[kit_settings.THREADS] = str(settings.threads)  # the forkserver (started later) and its children
     torch.set_num_threads(settings.threads)  # this process's reference answers
     before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
-    results: list[Graded | Grade | None] = [None] * len(submissions)
+    results: list[Graded | Grade | None] = [(kept or {}).get(s.student) for s in submissions]
     with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
         futures = {pool.submit(grade, course, s, settings, before.get(s.student, {})): i
-                   for i, s in enumerate(submissions)}
+                   for i, s in enumerate(submissions) if results[i] is None}
         for future in as_completed(futures):
             index = futures[future]
             results[index] = _result(future, submissions[index], course.parent / "logs")
@@ -298,8 +259,6 @@ def grade(course: Path, submission: Submission, settings: Settings, before: dict
     started = time.perf_counter()
     if submission.path is None:
         return Grade(submission.student, "missing", message=submission.problem)
-    if submission.problem:
-        return Grade(submission.student, "duplicate", message=submission.problem)
     try:
         notebook, notes = read_submission(submission.path)
     except InvalidSubmission as e:
@@ -501,7 +460,10 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
     grade = Grade(student, status, score=sum(points.values()), max_score=sum(settings.points.values()),
                   manual_pending=any(needs for name, (_, _, needs) in scores.items() if name not in points),
                   message=_join(*messages), tests=dict(points),
-                  seconds=seconds, flags=scan.scan_notebook(submitted))
+                  seconds=seconds, flags=scan.scan_notebook(submitted),
+                  failures={test: result.message.splitlines()[0] if result.message else "failed"
+                            for test, result in judged.tests.items() if not result.passed},
+                  vs_hf_assisted=judged.speed["vs_hf_assisted"] if judged.speed else None)
     autograded = read_autograded(course, student)
     notebook = show_verdict(autograded or _bare(submitted), judged, settings.points, grade, kernel_scores,
                             run_note if autograded is None else "")
@@ -737,17 +699,6 @@ def _role_cell(role: str, text: str) -> nbformat.NotebookNode:
 
 # ---------------------------------------------------------------------------------------------
 # grades.csv
-
-
-def write_csv(grades: list[Grade], path: Path, cells: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "score", "max_score", "manual_pending", "status", "message", "flags", "seconds",
-                         *cells])
-        for g in grades:
-            writer.writerow([g.student, g.score, g.max_score, g.manual_pending, g.status, g.message,
-                             " | ".join(g.flags), round(g.seconds, 1), *[g.tests.get(name, "") for name in cells]])
 
 
 def clear_course(course: Path) -> None:

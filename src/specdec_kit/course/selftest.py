@@ -22,6 +22,7 @@ import nbformat
 from .. import settings as kit_settings
 from . import grading
 from .catalogue import Entry, load_catalogue, make_submission
+from .collect import Submission
 
 
 @dataclass
@@ -55,7 +56,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     blank = Entry("blank", "the release as handed out", fails=frozenset(settings.points), message="NotImplementedError")
     entries.append(blank)
     feedback_dir = workdir / "feedback"
-    batch = [grading.Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
+    batch = [Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
     grades = grading.grade_all(course, batch, settings, feedback_dir,
                                progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []

@@ -1,0 +1,167 @@
+"""A correct solution written independently of the reference, from the notebook's contract alone: the report's
+similarity check must not pair it with the reference, and grading must give it full marks.
+
+`independent()` is the solution notebook with each solution region's body replaced, in order, by the bodies
+below (the regions keep their markers, so nbgrader's release and grading see the usual cells).
+"""
+
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from specdec_kit.course.catalogue import Entry, make_submission
+from specdec_kit.course.nbgrader import BEGIN_SOLUTION, END_SOLUTION
+
+from conftest import SOLUTION
+
+BODIES = [
+    # SpeculativeDecoder.__init__
+    """\
+tm, tt = self.initialize_target_model(target_model_name)
+dm, dt = self.initialize_draft_model(draft_model_name)
+check_same_vocab(tt, dt, target_model_name, draft_model_name)
+self.target_model, self.target_tokenizer, self.draft_model, self.draft_tokenizer = tm, tt, dm, dt
+""",
+    # initialize_target_model
+    """\
+where, extra = model_source(model_name)
+tok = AutoTokenizer.from_pretrained(where, **extra)
+tok.pad_token = tok.pad_token or tok.eos_token
+net = AutoModelForCausalLM.from_pretrained(where, **{**extra, **dtype_kwargs(self.dtype)})
+net.to(self.device)
+net.eval()
+return net, tok
+""",
+    # initialize_draft_model
+    """\
+pair = self.initialize_target_model(model_name)
+return pair
+""",
+    # generate_draft_tokens
+    """\
+seq = input_ids
+for step in range(num_speculative_tokens):
+    scores = self.draft_model(seq, attention_mask=torch.ones_like(seq)).logits
+    best = torch.argmax(scores[0, -1]).view(1, 1)
+    seq = torch.cat((seq, best), dim=-1)
+return seq[:, -num_speculative_tokens:]
+""",
+    # verify_tokens_vectorized
+    """\
+full = torch.cat((input_ids, draft_tokens), dim=-1)
+out = self.target_model(full, attention_mask=torch.ones_like(full))
+start = input_ids.size(1) - 1
+return accept_drafts(out.logits[:, start:start + draft_tokens.size(1) + 1], draft_tokens)
+""",
+    # speculative_decode
+    """\
+ids = input_ids
+out_tokens: list[int] = []
+while True:
+    room = max_tokens - len(out_tokens)
+    if room <= 0:
+        break
+    n_draft = min(num_speculative_tokens, room - 1)
+    drafts = (self.generate_draft_tokens(ids, torch.ones_like(ids), n_draft) if n_draft
+              else torch.zeros((1, 0), dtype=ids.dtype, device=ids.device))
+    kept, n_ok, fix = self.verify_tokens_vectorized(ids, drafts, torch.ones_like(ids))
+    this_round = kept[0].tolist() + fix[0].tolist()
+    cut = next((j + 1 for j, t in enumerate(this_round) if t in eos_ids), len(this_round))
+    out_tokens.extend(this_round[:cut])
+    proposed.append(n_draft)
+    accepted.append(min(n_ok, cut))
+    self.rollback(ids.size(1) + n_ok)
+    ids = torch.cat((ids, kept, fix), dim=-1)
+    if cut < len(this_round) or this_round[-1] in eos_ids:
+        break
+new_tokens = out_tokens
+""",
+    # accept_drafts
+    """\
+guesses = logits[0].argmax(-1)  # (k+1,)
+n = 0
+while n < draft_tokens.size(1) and bool(guesses[n] == draft_tokens[0, n]):
+    n += 1
+return draft_tokens[:, :n], n, guesses[n].view(1, 1)
+""",
+    # truncate_at_eos
+    """\
+out = []
+for t in tokens:
+    out.append(t)
+    if t in eos_ids:
+        break
+return out
+""",
+    # cached_prefix
+    """\
+kv, ids = self.caches[role]
+if kv is None:
+    return None, 0
+n = ids.size(1)
+if n > input_ids.size(1) or not torch.equal(ids[0], input_ids[0, :n]):
+    return None, 0
+if n == input_ids.size(1):
+    n -= 1
+    crop_to(kv, n)
+    self.caches[role] = (kv, ids[:, :n])
+return kv, n
+""",
+    # CachedSpeculativeDecoder.generate_draft_tokens
+    """\
+kv, have = self.cached_prefix("draft", input_ids)
+if kv is None:
+    kv = DynamicCache()
+step_in = input_ids[:, have:]
+picked = []
+for _ in range(num_speculative_tokens):
+    logits = self.draft_model(step_in, past_key_values=kv, use_cache=True).logits
+    step_in = logits[:, -1:].argmax(-1)
+    picked.append(step_in)
+result = torch.cat(picked, dim=-1)
+self.caches["draft"] = (kv, torch.cat((input_ids, result[:, :-1]), dim=-1))
+return result
+""",
+    # CachedSpeculativeDecoder.verify_tokens_vectorized
+    """\
+kv, have = self.cached_prefix("target", input_ids)
+if kv is None:
+    kv = DynamicCache()
+whole = torch.cat((input_ids, draft_tokens), dim=-1)
+logits = self.target_model(whole[:, have:], past_key_values=kv, use_cache=True).logits
+self.caches["target"] = (kv, whole)
+offset = input_ids.size(1) - 1 - have
+return accept_drafts(logits[:, offset:], draft_tokens)
+""",
+    # CachedSpeculativeDecoder.rollback
+    """\
+for name in list(self.caches):
+    kv, ids = self.caches[name]
+    if kv is None or ids.size(1) <= length:
+        continue
+    crop_to(kv, length)
+    self.caches[name] = (kv, ids[:, :length])
+""",
+]
+_REGION = re.compile(rf"^([ \t]*){re.escape(BEGIN_SOLUTION)}\n.*?^[ \t]*{re.escape(END_SOLUTION)}", re.S | re.M)
+
+
+def independent() -> nbformat.NotebookNode:
+    """The independently written solution, handed in as a notebook (the report region kept as written)."""
+    source = nbformat.read(SOLUTION, as_version=4)
+    bodies = iter(BODIES)
+    for cell in source.cells:
+        if cell.cell_type == "code" and BEGIN_SOLUTION in cell.source:
+            cell.source = _REGION.sub(lambda m: _indented(next(bodies), m.group(1)), cell.source)
+    assert next(bodies, None) is None, "every body replaces one solution region"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / SOLUTION.name
+        nbformat.write(source, path)
+        return make_submission(path, Entry("independent", ""))
+
+
+def _indented(body: str, indent: str) -> str:
+    lines = "".join(f"{indent}{line}\n" if line else "\n" for line in body.splitlines())
+    return f"{indent}{BEGIN_SOLUTION}\n{lines}{indent}{END_SOLUTION}"
