@@ -1,11 +1,7 @@
-"""The `specdec-kit` command.
+"""The specdec-kit command: run and time the decoders, cut the student release, grade a class.
 
-    specdec-kit demo [--pair tiny] [--k 4] [--notebook PATH]   decode the kit's prompts, compare with target greedy
-    specdec-kit bench [--pair synthetic-small] [--k 1,2,4,8]   time the decoders against their peers; CSV, JSON, plot
-    specdec-kit zoo [PAIR ...]                                 build offline pairs into the cache, print their records
-    specdec-kit build-notebook solutions/speculative_decoding.py [--check]
-    specdec-kit release [--check] [--student-repo DIR]        cut assignment/ from the solution with nbgrader
-    specdec-kit time-notebook [--finished] [--fresh-cache]    run the student notebook as a student would, timed
+Torch, transformers and nbgrader are imported inside the commands that use them, so that `--help` and
+`--version` answer at once.
 """
 
 from __future__ import annotations
@@ -18,10 +14,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+from . import __version__
 
-from .adapters import load_decoder_classes
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
 
@@ -40,11 +38,15 @@ class Run:
 
 
 def _common(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
+    import torch
+
+    from .adapters import load_decoder_classes
     from .loading import default_pair, resolve_device, resolve_pair
     from .prompts import load_prompts
 
     device = resolve_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.target or args.draft:
         if not (args.target and args.draft):
             raise ValueError("--target and --draft go together")
@@ -62,6 +64,7 @@ def _common(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
+    import torch
 
     from . import zoo
     from .demo import run_demo
@@ -91,6 +94,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
     """A small k sweep on the first prompts, every method, one repeat: the plot for this machine."""
     from . import bench
+    from .adapters import load_decoder_classes
 
     k_values = [int(k) for k in args.sweep.split(",")]
     _check_k(k_values)
@@ -163,20 +167,28 @@ def cmd_build_notebook(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from .course import release
+    from .course import publish, release
 
     solution, out_dir = Path(args.solution), Path(args.out)
+    config = publish.load_config(Path(args.autograder))
+    problems = publish.placeholder_problems(config)
+    if args.student_repo and problems:  # assignment/ alone may keep them: CI and maintainers release it
+        raise ValueError(f"{config.path} still holds placeholders, so students could not install the kit: "
+                         f"{'; '.join(problems)}. Set them there before --student-repo")
+    if args.student_repo:
+        release.previous_export(Path(args.student_repo))  # refuses a directory it may not write, before nbgrader runs
     if args.check:
-        if not release.is_current(solution, out_dir):
+        if not release.is_current(solution, out_dir, config):
             print(f"{out_dir / release.NOTEBOOK} is stale: run specdec-kit release", file=sys.stderr)
             return 1
         print(f"{out_dir / release.NOTEBOOK} is current")
     else:
-        print(f"wrote {release.release(solution, out_dir)}")
+        print(f"wrote {release.release(solution, out_dir, config)}")
     if args.student_repo:
         tree = release.export_student_tree(Path("."), out_dir / release.NOTEBOOK, Path(args.student_repo),
-                                           release.student_readme())
-        print(f"exported the student repository to {tree} (checked: no solution, hidden test or autograder file)")
+                                           release.student_readme(config))
+        print(f"exported the student repository to {tree}, updated in place (checked: no solution, hidden test "
+              "or autograder file)")
     return 0
 
 
@@ -218,25 +230,43 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 def cmd_autograde(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from .course import grading
+    from .course import grading, results
+    from .course.collect import collect, read_roster
 
     _check_grading_options(args)
-    roster = Path(args.roster).read_text().split() if args.roster else None
-    submissions = grading.collect(Path(args.submissions), args.id_regex, roster)
-    if not submissions:
-        raise ValueError(f"no notebooks under {args.submissions}: expected submitted/<student>/"
-                         f"speculative_decoding/*.ipynb or a folder of <student>.ipynb files")
     out = Path(args.out).resolve()
-    course = out / "course"
-    settings = grading.setup_batch(course, Path(args.solution).resolve(), Path(args.autograder).resolve(),
+    roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
+    submissions = collect(Path(args.submissions), args.id_regex, roster, unpack_dir=out / "unpacked")
+    if not submissions:
+        raise ValueError(f"no notebooks under {args.submissions}: expected <student>.ipynb files, one folder per "
+                         "student, or nbgrader's submitted/<student>/speculative_decoding/ (or a zip of these)")
+    if args.student:
+        submissions = _only(submissions, args.student)
+    settings = grading.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    args.jobs, args.timeout)
     with tqdm(total=len(submissions), desc="autograde") as bar:
-        grades = grading.grade_all(course, submissions, settings, out / "feedback", progress=lambda _: bar.update())
-    grading.write_csv(grades, out / "grades.csv", grading.graded_cells(course))
+        grades, replaced = results.grade_class(out, submissions, settings, resume=args.resume,
+                                               progress=lambda _: bar.update())
     counts = {status: sum(g.status == status for g in grades) for status in grading.STATUSES}
     print(f"wrote {out / 'grades.csv'} and feedback/<student>.html: "
           + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+    if replaced:
+        print(f"replaced the earlier rows of {len(replaced)} student(s), kept in {out / 'regrades.csv'}: "
+              + ", ".join(replaced))
+    off_roster = [s.name for s in submissions if s.on_roster is False]
+    if off_roster:
+        print(f"not on the roster ({len(off_roster)}): {', '.join(off_roster)}")
     return 0
+
+
+def _only(submissions: list, wanted: list[str]) -> list:
+    """The submissions of the students named (by the id in the files or nbgrader's), all of them found."""
+    chosen = [s for s in submissions if {s.student.casefold(), s.name.casefold()} & {w.casefold() for w in wanted}]
+    found = {n.casefold() for s in chosen for n in (s.student, s.name)}
+    unknown = [w for w in wanted if w.casefold() not in found]
+    if unknown:
+        raise ValueError(f"--student: no submission of {', '.join(unknown)} under the submissions given")
+    return chosen
 
 
 def _check_grading_options(args: argparse.Namespace) -> None:
@@ -257,6 +287,8 @@ def _check_grading_options(args: argparse.Namespace) -> None:
             raise ValueError(f"{option}: {path} does not exist (run from the repository root or pass {option})")
     if getattr(args, "roster", None) and not Path(args.roster).is_file():
         raise ValueError(f"--roster: {args.roster} does not exist")
+    if getattr(args, "roster_column", None) and not getattr(args, "roster", None):
+        raise ValueError("--roster-column needs --roster (the CSV whose column it names)")
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
@@ -272,6 +304,42 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     return 0 if not any(results.values()) else 1
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .course import export
+    from .course.collect import read_roster
+    from .course.publish import load_config
+
+    graded = Path(args.graded)
+    deadline = load_config(Path(args.autograder)).deadline
+    roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
+    grades = export.class_grades(graded, deadline, roster)
+    out = Path(args.out)
+    if args.template:
+        unlisted = export.fill_canvas(Path(args.template), grades, out, args.column)
+        if unlisted:
+            print(f"not in the Canvas template, so not exported ({len(unlisted)}): {', '.join(unlisted)}")
+    else:
+        export.write_gradescope(grades, out)
+    pending = [g.student for g in grades if g.manual is None]
+    late = [g.student for g in grades if g.late_by]
+    print(f"wrote {out}: {len(grades)} students, {len(late)} late (due {deadline.due.isoformat()}, "
+          f"{deadline.grace_minutes} min grace), {len(pending)} with a hand-graded part pending"
+          + (f" ({', '.join(pending)}: their totals hold the auto-graded points only)" if pending else ""))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .course import report, verdict
+
+    graded = Path(args.graded)
+    autograder = Path(args.autograder)
+    min_ratio = verdict.load_plan(autograder).min_ratio if (autograder / "hidden.py").is_file() else None
+    out = Path(args.out) if args.out else graded / "report.html"
+    out.write_text(report.build_report(graded, min_ratio), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
 def _notebook(path: str | None) -> Path:
     notebook = Path(path) if path else DEFAULT_NOTEBOOK
     if not notebook.is_file():
@@ -279,9 +347,35 @@ def _notebook(path: str | None) -> Path:
     return notebook
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written; every option with a default says "(default: X)" the same way."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in help_text \
+                and action.option_strings:
+            help_text += " (default: %(default)s)"
+        return help_text
+
+
+WORKFLOW = """\
+the course's path through the commands:
+  students and maintainers   demo, bench, zoo, time-notebook
+  instructors                build-notebook -> release -> selftest -> autograde -> feedback -> export,
+                             report
+run `specdec-kit COMMAND --help` for a command's options and an example."""
+
+
+def _command(commands, name: str, help_text: str, example: str, parents=()) -> argparse.ArgumentParser:
+    return commands.add_parser(name, parents=list(parents), help=help_text, description=help_text,
+                               epilog=f"example:\n  {example}", formatter_class=_Formatter)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdec-kit", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="specdec-kit", description=__doc__.split("\n")[0], epilog=WORKFLOW,
+                                     formatter_class=_Formatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pair", help="pythia, gpt2 or a zoo pair (default: pythia on a GPU with the hub, "
@@ -294,38 +388,60 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     common.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="model dtype (default: float16 on CUDA, float32 on CPU)")
-    common.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                        help="torch CPU threads, set and recorded (default: torch's default here)")
+    common.add_argument("--threads", type=int, help="torch CPU threads, set and recorded (default: torch's own)")
     common.add_argument("--notebook", help=f"notebook whose decoders to run (default: {DEFAULT_NOTEBOOK})")
 
-    demo = commands.add_parser("demo", parents=[common], help="decode the kit's prompts with a notebook's decoder")
-    demo.add_argument("--k", type=int, default=4, help="draft tokens per round (default 4)")
+    demo = _command(commands, "demo", "decode the kit's prompts with a notebook's decoder against target greedy",
+                    "specdec-kit demo --pair tiny --k 3", [common])
+    demo.add_argument("--k", type=int, default=4, help="draft tokens per round")
     demo.add_argument("--sweep", default="1,2,4", help="k values of the plot's short sweep ('' for none)")
     demo.add_argument("--out", default="out/demo", help="directory for the sweep's bench.png, .csv and .json")
     demo.set_defaults(func=cmd_demo)
 
-    bench = commands.add_parser("bench", parents=[common],
-                                help="time the notebook's decoders against target greedy and HF assisted generation")
-    bench.add_argument("--k", default="1,2,4,8", help="comma-separated k values (default 1,2,4,8)")
-    bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt (default 3)")
+    bench = _command(commands, "bench", "time the notebook's decoders against target greedy and HF assisted "
+                     "generation", "specdec-kit bench --pair synthetic-small --k 1,2,4 --repeats 2 --limit 4",
+                     [common])
+    bench.add_argument("--k", default="1,2,4,8", help="comma-separated k values")
+    bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt")
     bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,cached",
                        help="comma-separated subset of target_greedy,hf_assisted,no_cache,cached")
     bench.add_argument("--out", default="out/bench", help="directory for bench.csv, bench.json, bench.png")
     bench.add_argument("--json", help="write the JSON here instead of OUT/bench.json")
     bench.set_defaults(func=cmd_bench)
 
-    zoo_cmd = commands.add_parser("zoo", help="build offline model pairs into the cache and print their records")
+    zoo_cmd = _command(commands, "zoo", "build offline model pairs into the cache and print their records",
+                       "specdec-kit zoo scripted tiny")
     zoo_cmd.add_argument("pairs", nargs="*", help="pairs to build (default: scripted tiny synthetic-small)")
     zoo_cmd.set_defaults(func=cmd_zoo)
 
-    rel = commands.add_parser("release", help="generate the student notebook from the solution with nbgrader")
-    rel.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help=f"nbgrader source (default {DEFAULT_NOTEBOOK})")
-    rel.add_argument("--out", default="assignment", help="directory of the student notebook (default assignment)")
+    timing = _command(commands, "time-notebook", "run the student notebook as a student would, timing each cell "
+                      "(the student README's figures)", "specdec-kit time-notebook --finished --fresh-cache")
+    timing.add_argument("--finished", action="store_true", help="the solution as handed in, not the blank release")
+    timing.add_argument("--fresh-cache", action="store_true", help="build the offline models anew, as a first run")
+    timing.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    timing.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
+    timing.set_defaults(func=cmd_time_notebook)
+
+    build = _command(commands, "build-notebook", "build .ipynb files from their jupytext .py twins",
+                     "specdec-kit build-notebook solutions/speculative_decoding.py")
+    build.add_argument("scripts", nargs="+", help="percent-format .py files")
+    build.add_argument("--check", action="store_true", help="exit 1 if an .ipynb differs from a rebuild")
+    build.set_defaults(func=cmd_build_notebook)
+
+    rel = _command(commands, "release", "generate the student notebook from the solution with nbgrader",
+                   "specdec-kit release --student-repo ../specdec-assignment")
+    rel.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source")
+    rel.add_argument("--out", default="assignment", help="directory of the student notebook")
     rel.add_argument("--check", action="store_true", help="exit 1 if the committed release differs from a new one")
-    rel.add_argument("--student-repo", help="also export the student-facing tree into this directory")
+    rel.add_argument("--student-repo", help="also export the student-facing tree into this directory: new, empty or "
+                                            "a previous export, updated in place (.git and your own files kept)")
+    rel.add_argument("--autograder", default="autograder",
+                     help="the instructor's autograder/ directory; its config.toml's [publish] names the student "
+                          "repository and tag")
     rel.set_defaults(func=cmd_release)
 
-    selftest = commands.add_parser("selftest", help="autograde the solution, the blank release and the catalogue")
+    selftest = _command(commands, "selftest", "autograde the solution, the blank release and the known-bug "
+                        "catalogue; exit 1 unless each scores as expected", "specdec-kit selftest --jobs 2")
     selftest.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
     selftest.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
     selftest.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
@@ -333,40 +449,57 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--timeout", type=int, help="seconds each notebook's own run may take (default: "
                                                       "autograder/config.toml)")
     selftest.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
-    selftest.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    selftest.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
     selftest.set_defaults(func=cmd_selftest)
 
-    timing = commands.add_parser("time-notebook", help="run the student notebook as a student would, timing each "
-                                                       "cell (the student README's figures)")
-    timing.add_argument("--finished", action="store_true", help="the solution as handed in, not the blank release")
-    timing.add_argument("--fresh-cache", action="store_true", help="build the offline models anew, as a first run")
-    timing.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
-    timing.add_argument("--release", default="assignment/speculative_decoding.ipynb", help="the student notebook")
-    timing.set_defaults(func=cmd_time_notebook)
-
-    autograde = commands.add_parser("autograde", help="grade a class's notebooks with nbgrader into grades.csv")
-    autograde.add_argument("submissions", help="submitted/<student>/speculative_decoding/ tree or a folder of "
-                                               "<student>.ipynb files")
-    autograde.add_argument("--out", default="graded", help="output directory (default graded/)")
-    autograde.add_argument("--roster", help="file of student ids, one per line: missing students get a row")
+    autograde = _command(commands, "autograde", "grade a class's notebooks with nbgrader into grades.csv",
+                         "specdec-kit autograde downloads/ --out graded --roster roster.txt --jobs 2")
+    autograde.add_argument("submissions", help="a folder (or a zip) of <student>.ipynb files, one folder per student, "
+                                               "or nbgrader's submitted/ tree")
+    autograde.add_argument("--out", default="graded", help="output directory; a second run merges into its "
+                                                           "grades.csv")
+    autograde.add_argument("--roster", help="the class list: a CSV with a header (an LMS's export) or one id per "
+                                            "line; students without a submission get a row")
+    autograde.add_argument("--roster-column", help="the roster CSV's id column (default: the first of "
+                                                   "student_id, id, sid, login_id, SIS User ID, username, email)")
+    autograde.add_argument("--student", nargs="+", help="grade only these students; every other row of "
+                                                         "OUT/grades.csv stays as it was")
+    autograde.add_argument("--resume", action="store_true", help="continue an interrupted batch: students already "
+                                                                 "graded from the same file are not graded again")
     autograde.add_argument("--id-regex", help="regex whose first group is the student id in a file name")
     autograde.add_argument("--timeout", type=int, help="seconds each notebook's own run may take before it is "
                                                        "stopped (default: autograder/config.toml)")
     autograde.add_argument("--jobs", type=int, default=1,
-                           help="notebooks graded at once (default 1; timed tests still run one at a time)")
+                           help="notebooks graded at once; timed tests still run one at a time")
     autograde.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
     autograde.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
     autograde.set_defaults(func=cmd_autograde)
 
-    fb = commands.add_parser("feedback", help="render the cleaned feedback pages again (after grading by hand)")
+    fb = _command(commands, "feedback", "render the cleaned feedback pages again (after grading by hand)",
+                  "specdec-kit feedback graded --student alice bob")
     fb.add_argument("graded", help="the --out folder of specdec-kit autograde")
     fb.add_argument("--student", nargs="*", help="only these students (default: everyone graded)")
     fb.set_defaults(func=cmd_feedback)
 
-    build = commands.add_parser("build-notebook", help="build .ipynb files from their jupytext .py twins")
-    build.add_argument("scripts", nargs="+", help="percent-format .py files")
-    build.add_argument("--check", action="store_true", help="exit 1 if an .ipynb differs from a rebuild")
-    build.set_defaults(func=cmd_build_notebook)
+    exp = _command(commands, "export", "write the class's grades for the LMS: Gradescope's score import, or the "
+                   "course's Canvas gradebook export filled in",
+                   "specdec-kit export graded --template canvas_export.csv --out canvas_import.csv")
+    exp.add_argument("graded", help="the --out folder of specdec-kit autograde")
+    exp.add_argument("--out", default="grades_export.csv", help="the CSV to write")
+    exp.add_argument("--template", help="the course's Canvas gradebook export (Grades > Export): its assignment "
+                                        "column is filled in; without it, Gradescope's import format")
+    exp.add_argument("--column", help="the Canvas column to fill (default: the one header naming 'speculative')")
+    exp.add_argument("--roster", help="the class list (as for autograde): every student on it is exported")
+    exp.add_argument("--roster-column", help="the roster CSV's id column")
+    exp.add_argument("--autograder", default="autograder", help="the folder whose config.toml holds the deadline")
+    exp.set_defaults(func=cmd_export)
+
+    rep = _command(commands, "report", "write a self-contained HTML page on the class: scores, pass rates, common "
+                   "failures, speed, flags, near-identical code", "specdec-kit report graded")
+    rep.add_argument("graded", help="the --out folder of specdec-kit autograde")
+    rep.add_argument("--out", help="the page to write (default: GRADED/report.html)")
+    rep.add_argument("--autograder", default="autograder", help="the folder whose config.toml holds the speed bar")
+    rep.set_defaults(func=cmd_report)
     return parser
 
 

@@ -12,6 +12,7 @@ differ after a near-tie: such a row says so and gives the target's logit margin 
 from __future__ import annotations
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from .prompts import Prompt
 from .reference import first_mismatch, target_greedy
@@ -25,7 +26,7 @@ def run_demo(decoder, prompts: list[Prompt], k: int) -> pd.DataFrame:
     target_greedy(decoder.target_model, warm, 8)
     decoder.speculative_decode(prompts[0].text, 8, k)
     rows = []
-    for prompt in prompts:
+    for prompt in tqdm(prompts, desc="demo", unit="prompt"):  # on stderr: the table stays clean
         ids = decoder.target_tokenizer(prompt.text, return_tensors="pt").input_ids.to(device)
         expected, base_s = timed(device, target_greedy, decoder.target_model, ids, prompt.max_new_tokens)
         result, spec_s = timed(device, decoder.speculative_decode, prompt.text, prompt.max_new_tokens, k)
