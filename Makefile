@@ -1,18 +1,15 @@
 # The two commands of the README, each installing what it needs into .venv first:
 #   make demo     run the reference decoder over the kit's prompts on this machine's default pair
 #   make test     lint, check the solution notebook is built from its .py, run the tests
-# Pins come from environment.yml; torch is named first so pip takes the CPU build on disk here.
+# autograder/install.sh installs environment.yml's pins (the same script as Gradescope's and the image's).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test
 
-$(STAMP): pyproject.toml environment.yml
-	python3 -m venv $(VENV)
-	sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$$/\1/p' environment.yml > $(VENV)/pins.txt
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c $(VENV)/pins.txt -e '.[dev,notebook,instructor]'
+$(STAMP): pyproject.toml environment.yml autograder/install.sh
+	bash autograder/install.sh $(VENV)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,7 +25,7 @@ test: $(STAMP)
 # figures printed), the timed verdict, the solution notebook run top to bottom.
 .PHONY: test-slow
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -s -m slow
+	$(PY) -m pytest -q -s -m slow --durations=25
 
 # CI's second leg: the decoder and crop_to tests again on the newest transformers 4.x (Colab may run 4.x).
 TRANSFORMERS4 := 4.57.6
