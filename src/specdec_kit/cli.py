@@ -259,6 +259,50 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_autograde_one(args: argparse.Namespace) -> int:
+    from .course import grading, results
+    from .course.collect import Submission, file_time, nbgrader_id, student_name
+
+    _check_grading_options(args)
+    path = Path(args.notebook)
+    if not path.is_file():
+        raise ValueError(f"{path} is not a file: pass the student's notebook")
+    name = args.student or student_name(path.stem, args.id_regex)
+    out = Path(args.out).resolve()
+    settings = grading.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
+                                   1, args.timeout)
+    submission = Submission(nbgrader_id(name), path, name=name, submitted_at=file_time(path))
+    [grade], _ = results.grade_class(out, [submission], settings)
+    print(f"{name}: {grade.status}, {grade.score:g} / {grade.max_score:g} auto-graded points; "
+          f"result in {out / 'done' / grade.student}.json (specdec-kit merge gathers such folders)")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .course import export, report, results, verdict
+    from .course.publish import load_config
+
+    graded, autograder = Path(args.out).resolve(), Path(args.autograder).resolve()
+    replaced = results.merge_results([Path(p).resolve() for p in args.parts], graded,
+                                     Path(args.solution).resolve(), autograder)
+    grades = export.class_grades(graded, load_config(autograder).deadline)
+    export.write_gradescope(grades, graded / "grades_export.csv")
+    page = report.build_report(graded, verdict.load_plan(autograder).min_ratio)
+    (graded / "report.html").write_text(page, encoding="utf-8")
+    print(f"merged {len(args.parts)} folder(s) into {graded}: grades.csv ({len(grades)} students), "
+          f"grades_export.csv, report.html, feedback/"
+          + (f"; replaced the earlier rows of {', '.join(replaced)} (kept in regrades.csv)" if replaced else ""))
+    return 0
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from .course.gradescope import build_bundle
+
+    print(f"wrote {build_bundle(Path('.'), Path(args.out))}: upload it as the assignment's autograder (Gradescope "
+          "builds its image with setup.sh, then runs run_autograder on each submission)")
+    return 0
+
+
 def _only(submissions: list, wanted: list[str]) -> list:
     """The submissions of the students named (by the id in the files or nbgrader's), all of them found."""
     chosen = [s for s in submissions if {s.student.casefold(), s.name.casefold()} & {w.casefold() for w in wanted}]
@@ -362,7 +406,7 @@ WORKFLOW = """\
 the course's path through the commands:
   students and maintainers   demo, bench, zoo, time-notebook
   instructors                build-notebook -> release -> selftest -> autograde -> feedback -> export,
-                             report
+                             report (or, per container: autograde-one -> merge; on Gradescope: gradescope)
 run `specdec-kit COMMAND --help` for a command's options and an example."""
 
 
@@ -500,6 +544,33 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="the page to write (default: GRADED/report.html)")
     rep.add_argument("--autograder", default="autograder", help="the folder whose config.toml holds the speed bar")
     rep.set_defaults(func=cmd_report)
+
+    one = _command(commands, "autograde-one", "grade one notebook into one folder (a container's share of a class; "
+                   "specdec-kit merge gathers the folders)",
+                   "specdec-kit autograde-one downloads/alice.ipynb --out results/alice")
+    one.add_argument("notebook", help="the student's notebook")
+    one.add_argument("--out", required=True, help="the folder for its result (done/<id>.json), course and feedback")
+    one.add_argument("--student", help="the student's id (default: from the file name)")
+    one.add_argument("--id-regex", help="regex whose first group is the student id in the file name")
+    one.add_argument("--timeout", type=int, help="seconds the notebook's own run may take (default: "
+                                                 "autograder/config.toml)")
+    one.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    one.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
+    one.set_defaults(func=cmd_autograde_one, jobs=1)
+
+    merge = _command(commands, "merge", "gather autograde-one folders into one graded class: grades.csv, the "
+                     "gradebook, feedback, grades_export.csv and report.html",
+                     "specdec-kit merge results/* --out graded")
+    merge.add_argument("parts", nargs="+", help="folders written by specdec-kit autograde-one")
+    merge.add_argument("--out", default="graded", help="the class's folder; rows of students not in PARTS stay")
+    merge.add_argument("--solution", default=str(DEFAULT_NOTEBOOK), help="nbgrader source notebook")
+    merge.add_argument("--autograder", default="autograder", help="the instructor's autograder/ directory")
+    merge.set_defaults(func=cmd_merge)
+
+    gradescope = _command(commands, "gradescope", "build Gradescope's autograder zip (setup.sh, run_autograder "
+                          "and the kit)", "specdec-kit gradescope --out autograder.zip")
+    gradescope.add_argument("--out", default="autograder.zip", help="the zip to write")
+    gradescope.set_defaults(func=cmd_gradescope)
     return parser
 
 

@@ -126,7 +126,7 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
     for name, paths in sorted(by_name.items()):
         newest, *older = sorted(paths, key=lambda p: (download_index(p.stem), p.stat().st_mtime), reverse=True)
         student = _unique(nbgrader_id(name), name, taken)
-        result.append(Submission(student, newest, name=name, submitted_at=_file_time(newest),
+        result.append(Submission(student, newest, name=name, submitted_at=file_time(newest),
                                  superseded=[str(p.relative_to(submissions)) for p in older],
                                  on_roster=None if on_roster is None else name.casefold() in on_roster))
     found = {name.casefold() for name in by_name}
@@ -146,7 +146,7 @@ def _unique(student: str, name: str, taken: dict[str, str]) -> str:
     return student
 
 
-def _file_time(path: Path) -> str:
+def file_time(path: Path) -> str:
     return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
 
 

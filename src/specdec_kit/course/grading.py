@@ -78,6 +78,7 @@ class Grade:
     flags: list[str] = field(default_factory=list)  # static-scan findings, for a person to read
     failures: dict[str, str] = field(default_factory=dict)  # failed test -> the first line of its message
     vs_hf_assisted: float | None = None  # the speed test's measured ratio, when it got that far
+    hidden_failed: list[str] = field(default_factory=list)  # failed tests whose visible check passed
 
 
 @dataclass
@@ -463,7 +464,9 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   seconds=seconds, flags=scan.scan_notebook(submitted),
                   failures={test: result.message.splitlines()[0] if result.message else "failed"
                             for test, result in judged.tests.items() if not result.passed},
-                  vs_hf_assisted=judged.speed["vs_hf_assisted"] if judged.speed else None)
+                  vs_hf_assisted=judged.speed["vs_hf_assisted"] if judged.speed else None,
+                  hidden_failed=[test for test, result in judged.tests.items()
+                                 if not result.passed and result.visible_passed])
     autograded = read_autograded(course, student)
     notebook = show_verdict(autograded or _bare(submitted), judged, settings.points, grade, kernel_scores,
                             run_note if autograded is None else "")

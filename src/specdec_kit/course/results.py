@@ -16,14 +16,25 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 
+from . import feedback
 from .collect import Submission
-from .grading import Grade, Graded, Settings, grade_all, graded_cells
+from .grading import (
+    Grade,
+    Graded,
+    Settings,
+    grade_all,
+    graded_cells,
+    prepare_course,
+    write_autograded,
+    write_scores,
+)
 
 FIXED_COLUMNS = ["student", "name", "score", "max_score", "manual_pending", "status", "message", "flags", "seconds",
                  "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]
@@ -137,3 +148,35 @@ def load_done(done_dir: Path, submission: Submission) -> Graded | Grade | None:
         return None
     scores = {cell: tuple(values) for cell, values in record["scores"].items()}
     return Graded(grade, nbformat.read(notebook_path, as_version=4), scores)
+
+
+def merge_results(parts: list[Path], graded: Path, solution: Path, autograder_dir: Path) -> list[str]:
+    """Gather the --out folders of `autograde-one` (one per container) into `graded`, as `autograde` would have
+    written it: grades.csv merged, done/ records, a course whose gradebook and notebooks hold every student
+    (formgrader, feedback pages). Returns the students whose earlier row in `graded` was replaced."""
+    course = graded / "course"
+    prepare_course(course, solution, autograder_dir)
+    earlier, history = read_rows(graded / "grades.csv"), read_history(graded / "regrades.csv")
+    rows, scores = [], {}
+    for part in parts:
+        found = read_rows(part / "grades.csv")
+        if not found:
+            raise ValueError(f"{part} holds no grades.csv: pass folders written by specdec-kit autograde-one")
+        for student, row in found.items():
+            rows.append(row)
+            for suffix in (".json", ".ipynb"):
+                if (part / "done" / f"{student}{suffix}").is_file():
+                    (graded / "done").mkdir(parents=True, exist_ok=True)
+                    shutil.copy(part / "done" / f"{student}{suffix}", graded / "done" / f"{student}{suffix}")
+            submitted = part / "course" / "submitted" / student
+            if submitted.is_dir():
+                shutil.copytree(submitted, course / "submitted" / student, dirs_exist_ok=True)
+            record = json.loads((part / "done" / f"{student}.json").read_text())
+            if record["scores"] is not None:
+                scores[student] = {cell: tuple(values) for cell, values in record["scores"].items()}
+                write_autograded(course, student, nbformat.read(part / "done" / f"{student}.ipynb", as_version=4))
+    write_scores(course, scores)
+    cells = graded_cells(course)
+    replaced = merge_rows(graded / "grades.csv", earlier, rows, cells, history)
+    feedback.generate_feedback(course, graded / "feedback", sorted(scores))
+    return replaced
