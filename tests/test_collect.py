@@ -147,3 +147,22 @@ def test_a_resumed_batch_keeps_final_results_of_the_same_file_only(tmp_path):
     assert results.load_done(done, resubmitted) is None, "a newer file is graded again"
     results.save_done(done, grade("amy", 0, status="timeout"), amy)
     assert results.load_done(done, amy) is None, "a timed-out student is graded again on resume"
+
+
+def test_gradescope_export_names_students_and_times_from_its_metadata(tmp_path):
+    put(tmp_path, "submission_101/notebook.ipynb", mtime=2_000_000_000)
+    put(tmp_path, "submission_102/speculative_decoding.ipynb")
+    put(tmp_path, "submission_103/speculative_decoding.ipynb", mtime=1_000_000_000)
+    (tmp_path / "submission_metadata.yml").write_text(
+        "submission_101:\n  :submitters:\n  - :name: Ann Smith\n    :sid: ann01\n    :email: ann@x.org\n"
+        "  :created_at: 2026-12-05 20:00:00.000000000 -08:00\n"
+        "submission_102:\n  :submitters:\n  - :name: Bo Lee\n    :email: bo@x.org\n"
+        "  :created_at: 2026-12-06 01:30:00.000000000 -08:00\n"
+        "submission_103:\n  :submitters:\n  - :name: Ann Smith\n    :sid: ann01\n"
+        "  :created_at: 2026-12-05 23:00:00.000000000 -08:00\n")
+    found = by_name(collect(tmp_path))
+    assert sorted(found) == ["ann01", "bo@x.org"], f"the SID, else the email, names the student: {sorted(found)}"
+    assert found["ann01"].path.parent.name == "submission_103" and found["ann01"].superseded == \
+        ["submission_101/notebook.ipynb"], f"the later upload is graded whatever the file times: {found['ann01']}"
+    assert found["bo@x.org"].submitted_at.startswith("2026-12-06T01:30:00"), \
+        f"the upload time comes from the metadata: {found['bo@x.org'].submitted_at}"

@@ -5,11 +5,13 @@
 A submissions folder (or a zip of one) may hold, mixed:
 - flat files, `<student>.ipynb` ("Copy of alice.ipynb" and "alice (1).ipynb" are alice's);
 - one folder per student with a notebook of any name (`frank/Speculative Decoding (1).ipynb`);
-- nbgrader's `submitted/<student>/speculative_decoding/*.ipynb`.
+- nbgrader's `submitted/<student>/speculative_decoding/*.ipynb`;
+- Gradescope's export (`submission_<n>/` folders and `submission_metadata.yml`, which names the student
+  and the upload time of each).
 Ids keep their Unicode ("Émilie"); nbgrader gets an ASCII id only where one is needed, and the row keeps
-both. Two files of one student: the newest is graded (the larger "(n)" download suffix, then the later
-file time) and the other is named in the row. Each submission carries its time (the file's, or the
-zip entry's, which LMS downloads set to the upload time).
+both. Two files of one student: the newest is graded (the later LMS upload time, then the larger "(n)"
+download suffix, then the later file time) and the other is named in the row. Each submission carries
+its time (the LMS's, else the file's, or the zip entry's, which LMS downloads set to the upload time).
 """
 
 from __future__ import annotations
@@ -73,11 +75,35 @@ def download_index(stem: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _owner(relative: Path, id_regex: str | None) -> str:
-    """Whose file this is: a top-level file by its own name, anything in a folder by the folder's."""
+def _owner(relative: Path, id_regex: str | None, metadata: dict[str, tuple[str, str]]) -> str:
+    """Whose file this is: by the LMS's metadata for its folder, else a top-level file by its own name and
+    anything in a folder by the folder's."""
     if len(relative.parts) == 1:
         return student_name(relative.stem, id_regex)
+    if relative.parts[0] in metadata:
+        return unicodedata.normalize("NFC", metadata[relative.parts[0]][0])
     return student_name(relative.parts[0], id_regex)
+
+
+def lms_metadata(root: Path) -> dict[str, tuple[str, str]]:
+    """{folder: (student, upload time ISO 8601)} from Gradescope's submission_metadata.yml, if `root` has one
+    (the first submitter's SID, else email, else name)."""
+    path = root / "submission_metadata.yml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    def field(entry: dict, key: str):  # Gradescope writes Ruby symbols: ":created_at"
+        return entry.get(f":{key}", entry.get(key))
+
+    out = {}
+    for folder, entry in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).items():
+        who = (field(entry, "submitters") or [{}])[0]
+        name = field(who, "sid") or field(who, "email") or field(who, "name")
+        created = field(entry, "created_at")
+        if name:
+            out[str(folder)] = (str(name), created.isoformat() if isinstance(created, datetime) else str(created or ""))
+    return out
 
 
 def _notebooks(root: Path) -> list[Path]:
@@ -117,16 +143,27 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
         raise ValueError(f"{submissions} is neither a folder nor a zip of submissions")
     if (submissions / "submitted").is_dir():  # an nbgrader course directory
         submissions = submissions / "submitted"
+    metadata = lms_metadata(submissions)
     by_name: dict[str, list[Path]] = {}
     for path in _notebooks(submissions):
-        by_name.setdefault(_owner(path.relative_to(submissions), id_regex), []).append(path)
+        by_name.setdefault(_owner(path.relative_to(submissions), id_regex, metadata), []).append(path)
+
+    def uploaded(path: Path) -> str:
+        folder = path.relative_to(submissions).parts[0]
+        return metadata[folder][1] if folder in metadata and len(path.relative_to(submissions).parts) > 1 else ""
+
+    def newness(path: Path) -> tuple:
+        stamp = uploaded(path)
+        return (datetime.fromisoformat(stamp).timestamp() if stamp else 0.0, download_index(path.stem),
+                path.stat().st_mtime)
+
     on_roster = {unicodedata.normalize("NFC", s).casefold() for s in roster} if roster is not None else None
     taken: dict[str, str] = {}
     result = []
     for name, paths in sorted(by_name.items()):
-        newest, *older = sorted(paths, key=lambda p: (download_index(p.stem), p.stat().st_mtime), reverse=True)
+        newest, *older = sorted(paths, key=newness, reverse=True)
         student = _unique(nbgrader_id(name), name, taken)
-        result.append(Submission(student, newest, name=name, submitted_at=file_time(newest),
+        result.append(Submission(student, newest, name=name, submitted_at=uploaded(newest) or file_time(newest),
                                  superseded=[str(p.relative_to(submissions)) for p in older],
                                  on_roster=None if on_roster is None else name.casefold() in on_roster))
     found = {name.casefold() for name in by_name}
