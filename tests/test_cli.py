@@ -25,6 +25,8 @@ def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
     assert "pair: tiny" in out and "device cpu, dtype float32, threads 2, k 3" in out, (
         f"the demo should name the pair tiny and device cpu, dtype float32, threads 2, k 3; it printed:\n{out}"
     )
+    assert out.count("pair:") == 1 and "device cpu, pair" not in out and "k sweep (1, 2, 4)" in out, \
+        f"the pair is named once (the notebook's own prints stay quiet), then the sweep's line; it printed:\n{out}"
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -7,6 +7,8 @@ Torch, transformers and nbgrader are imported inside the commands that use them,
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import logging
 import os
@@ -58,7 +60,13 @@ def _common(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
     if args.max_new_tokens:
         prompts = [replace(p, max_new_tokens=args.max_new_tokens) for p in prompts]
     dtype = getattr(torch, args.dtype) if args.dtype else None
-    classes = load_decoder_classes(_notebook(args.notebook), class_names)
+    # The notebook's own cells print and log (its device and pair): here only its definitions are wanted.
+    with contextlib.redirect_stdout(io.StringIO()):
+        logging.disable(logging.INFO)
+        try:
+            classes = load_decoder_classes(_notebook(args.notebook), class_names)
+        finally:
+            logging.disable(logging.NOTSET)
     return Run(device, pair, target, draft, prompts, dtype, classes)
 
 
@@ -70,7 +78,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     _check_k([args.k])
-    run = _common(args, ("CachedSpeculativeDecoder",))
+    run = _common(args, ("SpeculativeDecoder", "CachedSpeculativeDecoder"))
     decoder = run.classes["CachedSpeculativeDecoder"](run.target, run.draft, device=str(run.device), dtype=run.dtype)
     dtype_name = str(decoder.target_model.dtype).removeprefix("torch.")
     print(f"pair: {run.pair or 'custom'} (target {run.target}, draft {run.draft})")
@@ -94,13 +102,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
     """A small k sweep on the first prompts, every method, one repeat: the plot for this machine."""
     from . import bench
-    from .adapters import load_decoder_classes
 
     k_values = [int(k) for k in args.sweep.split(",")]
     _check_k(k_values)
-    classes = {**run.classes, **load_decoder_classes(_notebook(args.notebook), ("SpeculativeDecoder",))}
     prompts = [replace(p, max_new_tokens=min(p.max_new_tokens, 32)) for p in run.prompts[:3]]
-    document = bench.compare(classes, run.target, run.draft, prompts, k_values, pair=run.pair, repeats=1,
+    document = bench.compare(run.classes, run.target, run.draft, prompts, k_values, pair=run.pair, repeats=1,
                              device=str(run.device), dtype=run.dtype)
     paths = bench.write_outputs(document, Path(args.out))
     print(f"k sweep ({', '.join(map(str, k_values))}) on {len(prompts)} prompts: plot in {paths['png']}; "
@@ -220,8 +226,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                             timeout=args.timeout, only=args.only, jobs=args.jobs)
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
-        print(table.rename(columns={"name": "submission", "named_by": "tests that named it"})
-              .to_string(index=False, float_format=lambda x: f"{x:.0f}"))
+        print(table.rename(columns={"name": "submission", "named_by": "tests that named it",
+                                    "vs_hf_assisted": "speed"})
+              .to_string(index=False, na_rep="-", formatters={"seconds": "{:.0f}".format, "speed": "{:.2f}x".format}))
     print(f"{int(table.ok.sum())}/{len(table)} submissions graded as expected; "
           f"median {table.seconds.median():.0f} s per submission")
     return 0 if table.ok.all() else 1

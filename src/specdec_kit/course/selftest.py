@@ -33,6 +33,7 @@ class SelftestRow:
     named_by: str
     ok: bool
     seconds: float
+    vs_hf_assisted: float | None  # the speed test's measured ratio, when it got that far
 
 
 def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
@@ -71,7 +72,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
             problems.append(f"expected to lose {expected or '-'}")
         got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else result.status
         outcomes.append(SelftestRow(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
-                                got, ", ".join(lost) or "-", not problems, result.seconds))
+                                got, ", ".join(lost) or "-", not problems, result.seconds, result.vs_hf_assisted))
         progress(f"{entry.name}: {'ok' if not problems else 'MISMATCH'} ({result.seconds:.0f} s) {got}; "
                  f"lost: {lost or '-'}" + "".join(f"; {p}" for p in problems))
     return outcomes
