@@ -134,7 +134,8 @@ def _mark_pending(cell: nbformat.NotebookNode, points: float) -> None:
     cell.source = f"**{line}**\n\n{cell.source}" if cell.cell_type == "markdown" else f"# {line}\n{cell.source}"
 
 
-def _is_hand_graded(cell: nbformat.NotebookNode) -> bool:
+def is_hand_graded(cell: nbformat.NotebookNode) -> bool:
+    """A cell a person grades: a graded answer cell (the report) or an nbgrader task."""
     return (utils.is_grade(cell) and utils.is_solution(cell)) or utils.is_task(cell)
 
 
@@ -263,7 +264,7 @@ class CleanFeedback(NbGraderPreprocessor):
 
     def _show_pending(self, nb: nbformat.NotebookNode, ids: dict) -> None:
         with Gradebook(ids["db_url"]) as gradebook:
-            for cell in filter(_is_hand_graded, nb.cells):
+            for cell in filter(is_hand_graded, nb.cells):
                 grade = gradebook.find_grade(cell.metadata.nbgrader["grade_id"], ids["notebook"],
                                              ids["assignment"], ids["student"])
                 if _is_pending(grade):

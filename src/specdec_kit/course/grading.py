@@ -183,8 +183,7 @@ def course_points(course: Path) -> dict[str, float]:
 def hand_graded_cells(course: Path) -> list[str]:
     """The cells a person grades: nbgrader's graded answer cells (the report), by grade_id."""
     notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return [c.metadata["nbgrader"]["grade_id"] for c in notebook.cells
-            if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+    return [c.metadata["nbgrader"]["grade_id"] for c in notebook.cells if feedback.is_hand_graded(c)]
 
 
 def graded_cells(course: Path) -> list[str]:
