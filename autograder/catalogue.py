@@ -148,6 +148,15 @@ CATALOGUE = [
         "message": "still held a rejected draft token",
     },
     {
+        "name": "cache_of_another_text",
+        "description": "cached_prefix uses whatever cache there is, without checking that it holds a prefix of "
+                       "input_ids",
+        "edits": [("        if cache is None or common_prefix_length(held, input_ids) < held.shape[1]:\n",
+                   "        if cache is None:\n")],
+        "fails": ["test_cache_use"],
+        "message": "the draft's cache held the other text",
+    },
+    {
         "name": "rollback_skipped",
         "description": "nothing is rolled back after a rejection, so the next round finds no usable cache",
         "edits": [(ROLLBACK_CROP,

@@ -475,7 +475,8 @@ hidden.check_exact(CachedSpeculativeDecoder)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_cache_use", "locked": true, "points": 12, "schema_version": 3, "solution": false}
-"""Cached decoder: no forward re-sends the prefix after the prefill; caches cropped after a rejection."""
+"""Cached decoder: no forward re-sends the prefix after the prefill; caches cropped after a rejection;
+a cache that holds another text is not used."""
 from specdec_kit import checks
 
 checks.check_cache_use(CachedSpeculativeDecoder)

@@ -338,3 +338,30 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
                     f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
                     f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
                     "(specdec_kit.crop_to) in rollback, before the next round")
+    check_other_text_starts_afresh(decoder, k)
+
+
+def check_other_text_starts_afresh(decoder, k: int = 4) -> None:
+    """Drafting on a text that does not extend what the draft's cache holds: that cache is not used.
+
+    One decoder drafts after `[c0, a]`, then after `[c0, b]`: the second prefix shares only its first
+    token with what the cache holds, so cached_prefix must start afresh (or the drafts come from the
+    other text's keys and values)."""
+    script = zoo.scripted_script()
+    cases = [([script.eos_chain[0], script.cycle[30]], k), ([script.eos_chain[0], script.cycle[40]], k)]
+    expected = [draft_chain(prefix[-1], k) for prefix, _ in cases]
+    runner = as_runner(decoder)
+    [alone] = runner.run({"kind": "draft", "pair": "scripted", "cases": cases[1:]})
+    require(alone.result["tokens"] == expected[1],
+            f"generate_draft_tokens on {cases[1][0]} (a new decoder) returned {alone.result['tokens']}, expected the "
+            f"draft's greedy tokens {expected[1]}: pass test_cached_exact first")
+    after_other = (f"generate_draft_tokens on {cases[1][0]} right after drafting on {cases[0][0]} (whose cache shares "
+                   "only its first token with it)")
+    lesson = ("the draft's cache held the other text. A cache that does not hold the first tokens of input_ids must "
+              "not be used: cached_prefix returns (None, 0) and the method starts afresh")
+    try:
+        _, second = runner.run({"kind": "draft", "pair": "scripted", "cases": cases})
+    except Exception as e:  # the student's code fails on the mismatched cache: say why it was handed one
+        raise CheckFailed(f"{after_other} raised {e}: {lesson}") from e
+    require(second.result["tokens"] == expected[1],
+            f"{after_other} returned {second.result['tokens']}, expected {expected[1]}: {lesson}")
