@@ -1,10 +1,13 @@
 """The seam runs exactly the code it documents: kit and solution cells whole, definitions only from
 cells a student added, never test or demo cells; and it fails clearly on a broken notebook."""
 
+import threading
+
 import nbformat
 import pytest
 
-from specdec_kit.adapters import NotebookError, code_to_run, load_decoder_classes, load_notebook
+from specdec_kit import adapters
+from specdec_kit.adapters import NotebookError, code_to_run, load_decoder_classes, load_notebook, not_run
 
 from conftest import SOLUTION
 
@@ -102,3 +105,16 @@ def test_traceback_shows_the_cells_source(tmp_path):
     assert "return undefined_name" in text, (
         f"the traceback should show the cell's line 'return undefined_name', got:\n{text}"
     )
+
+
+def test_parsing_waits_for_another_threads_parse():
+    """CPython 3.11's AST converter counts recursion per interpreter, so grading threads that parse at
+    once could fail with "AST constructor recursion depth mismatch"; the kit's parses take turns."""
+    notebook = nbformat.v4.new_notebook(cells=[code("x = 1\nprint(x)")])
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (not_run(notebook), done.set()))
+    with adapters._AST_LOCK:  # another thread is mid-parse
+        worker.start()
+        assert not done.wait(0.3), "not_run parsed while another thread held the AST lock"
+    assert done.wait(10), "not_run never finished once the AST lock was free"
+    worker.join()

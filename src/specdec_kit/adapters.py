@@ -26,6 +26,7 @@ import ast
 import hashlib
 import linecache
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,23 @@ import nbformat
 DEMO_TAG = "demo"
 DECODER_CLASSES = ("SpeculativeDecoder", "CachedSpeculativeDecoder")
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+# CPython 3.11 keeps the AST converter's recursion count per interpreter, not per thread, so two threads
+# parsing at once (grading with --jobs) can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905). Every parse and AST compile of the kit goes through this lock.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, one thread at a time (see `_AST_LOCK`)."""
+    with _AST_LOCK:
+        return ast.parse(source, filename=filename)
+
+
+def _compile_module(module: ast.Module, filename: str) -> types.CodeType:
+    with _AST_LOCK:
+        return compile(module, filename, "exec")
 
 
 class NotebookError(ValueError):
@@ -93,7 +111,7 @@ def code_to_run(notebook: nbformat.NotebookNode, name: str = "notebook",
     plan = []
     for index, label, source, nbgrader in cells_to_consider(notebook):
         try:
-            module = ast.parse(source, filename=f"<{name} {label}>")
+            module = parse_python(source, filename=f"<{name} {label}>")
         except SyntaxError as e:
             raise NotebookError(f"{name}: {label} has a syntax error on line {e.lineno}: {e.msg}") from None
         whole = bool(nbgrader) and not definitions_only
@@ -111,7 +129,7 @@ def not_run(notebook: nbformat.NotebookNode) -> list[str]:
         if nbgrader.get("locked") and not nbgrader.get("solution"):
             continue
         try:
-            body = ast.parse(source).body
+            body = parse_python(source).body
         except SyntaxError as e:
             skipped.append(f"{label}: a syntax error on line {e.lineno} ({e.msg}); nothing in it runs")
             continue
@@ -135,13 +153,13 @@ def run_definitions(cells: list[tuple[str, str]], name: str = "submission") -> t
         filename = f"<{name} {label}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         try:
-            body = ast.parse(source, filename=filename).body
+            body = parse_python(source, filename=filename).body
         except SyntaxError as e:
             problems.append(f"{label} has a syntax error on line {e.lineno} ({e.msg}): none of it ran")
             continue
         for node in filter(_is_definition, body):
             try:
-                exec(compile(ast.Module(body=[node], type_ignores=[]), filename, "exec"), module.__dict__)
+                exec(_compile_module(ast.Module(body=[node], type_ignores=[]), filename), module.__dict__)
             except BaseException as e:  # noqa: B036 - a SystemExit in a class body must not end grading
                 problems.append(f"{label}, line {node.lineno} raised {type(e).__name__}: {e}")
     return module, problems
@@ -159,7 +177,7 @@ def load_notebook(path: str | Path) -> types.ModuleType:
         filename = f"<{path.name} {cell.label}>"
         lines = cell.source.splitlines(True)
         linecache.cache[filename] = (len(cell.source), None, lines, filename)  # so tracebacks show the cell
-        code = compile(cell.module, filename, "exec")
+        code = _compile_module(cell.module, filename)
         try:
             exec(code, module.__dict__)
         except Exception as e:

@@ -22,6 +22,7 @@ generate_feedback (cleaned by `feedback.CleanFeedback`).
 
 from __future__ import annotations
 
+import ast
 import copy
 import os
 import re
@@ -40,7 +41,7 @@ import nbformat
 
 from .. import settings as kit_settings
 from .. import zoo
-from ..adapters import is_graded_cell
+from ..adapters import is_graded_cell, parse_python
 from . import feedback, publish, scan, verdict
 from .collect import Submission
 from .nbgrader import (
@@ -360,10 +361,8 @@ def _same_cell(cell: nbformat.NotebookNode, original: nbformat.NotebookNode) -> 
 
 
 def _classes(source: str) -> set[str]:
-    import ast
-
     try:
-        return {node.name for node in ast.parse(source).body if isinstance(node, ast.ClassDef)}
+        return {node.name for node in parse_python(source).body if isinstance(node, ast.ClassDef)}
     except SyntaxError:
         return set()
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 import nbformat
 
-from ..adapters import blank_magics, is_test_cell
+from ..adapters import blank_magics, is_test_cell, parse_python
 from .nbgrader import blank_hidden_tests
 
 KIT = "specdec_kit"
@@ -118,7 +118,7 @@ def _parse(source: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():  # the student's own warnings (invalid escapes) are not the scan's to show
             warnings.simplefilter("ignore")
-            return ast.parse(source)
+            return parse_python(source)
     except (SyntaxError, ValueError):  # ValueError: null bytes in the source
         return None
 
