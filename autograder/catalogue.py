@@ -16,6 +16,7 @@ or the output lose it without being timed.
 
 UNCACHED_VERIFY = "        return accept_drafts(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)\n"
 DRAFT_ARGMAX = "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1), stays on the device\n"
+SAMPLED_ACCEPT = "        return accept_sampled(p, q, draft_tokens, self.generator)\n"
 ROLLBACK_CROP = ("                crop_to(cache, length)\n"
                  "                self.caches[role] = (cache, held[:, :length])\n")
 
@@ -59,7 +60,7 @@ CATALOGUE = [
                    "                            else accepted_tokens)\n"),
                   ("            if emitted[-1] in eos_ids:\n", "            if emitted and emitted[-1] in eos_ids:\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup"],
+                  "test_speedup", "test_sampling"],
         "message": "a round that emits no token",
     },
     {
@@ -92,7 +93,7 @@ CATALOGUE = [
         "edits": [("            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)\n",
                    "            k = num_speculative_tokens\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup"],
+                  "test_speedup", "test_sampling"],
         "message": "a budget that ends mid-draft",
     },
     {
@@ -194,8 +195,9 @@ CATALOGUE = [
                    "        new_tokens = out[0, input_ids.shape[1]:].tolist()\n"
                    "        proposed, accepted = [len(new_tokens)], [len(new_tokens)]\n"
                    "        while False:\n")],
-        # generate's own cache is kept and never re-sent, so test_cache_use passes: counts and speed catch it.
-        "fails": ["test_counts", "test_speedup"],
+        # generate's own cache is kept and never re-sent, so test_cache_use passes: counts and speed catch it,
+        # and the sampler, whose loop this is, samples nothing.
+        "fails": ["test_counts", "test_speedup", "test_sampling"],
         "message": "target forward passes for a decode that takes",
     },
     {
@@ -205,6 +207,28 @@ CATALOGUE = [
                    "        return torch.zeros_like(ids[:, input_ids.shape[1]:])\n")],
         "fails": ["test_draft_tokens", "test_counts"],
         "message": "expected the draft model's greedy choice",
+    },
+    # --- the bonus: speculative sampling ------------------------------------------------------------
+    {
+        "name": "sampler_verifies_greedily",
+        "description": "sampled drafts checked greedily: kept only where they equal the target's argmax",
+        "edits": [(SAMPLED_ACCEPT, "        return accept_drafts(p, draft_tokens)\n")],
+        "fails": ["test_sampling"],
+        "message": "the drafts are verified greedily",
+    },
+    {
+        "name": "sampler_residual_forgotten",
+        "description": "after a rejection the target's token is sampled from p, not from the residual max(0, p - q)",
+        "edits": [("        distribution = residual / residual.sum()\n", "        distribution = p[0, n_accepted]\n")],
+        "fails": ["test_sampling"],
+        "message": "sample from the residual",
+    },
+    {
+        "name": "sampler_bonus_from_draft",
+        "description": "after a full acceptance the bonus token is sampled from the draft's q, not the target's p",
+        "edits": [("        distribution = p[0, k]\n", "        distribution = q[0, k - 1] if k else p[0, 0]\n")],
+        "fails": ["test_sampling"],
+        "message": "never from the draft's q",
     },
     # --- correct variants ---------------------------------------------------------------------------
     {
@@ -280,5 +304,19 @@ CATALOGUE = [
                    "num_speculative_tokens)\n        cache, cached = self.cached_prefix(\"draft\", input_ids)\n")],
         "fails": ["test_cache_use", "test_speedup"],
         "message": "started from an empty cache",
+    },
+    {
+        "name": "variant_sampler_accept_loop",
+        "description": "speculative sampling's acceptance as a loop over the drafts, one uniform draw each, "
+                       "p/q divided",
+        "edits": [("    u = torch.rand(k, generator=generator, device=p.device)\n"
+                   "    n_accepted = int((u * q_drafts < p_drafts).cumprod(dim=0).sum())  # u < p/q without dividing\n",
+                   "    n_accepted = 0\n"
+                   "    while n_accepted < k:\n"
+                   "        u = torch.rand(1, generator=generator, device=p.device).item()\n"
+                   "        if u >= (p_drafts[n_accepted] / q_drafts[n_accepted]).item():\n"
+                   "            break\n"
+                   "        n_accepted += 1\n")],
+        "fails": [],
     },
 ]

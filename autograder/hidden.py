@@ -60,6 +60,10 @@ def check_cache_use(decoder):
     checks.check_cache_use(decoder, starts=_starts(70, 4), k=3)
 
 
+def check_sampling(decoder):
+    checks.check_sampling(decoder, cases=(checks.SamplingCase(PROMPTS[2], 3, 1.2, 0.95, seed=7),))
+
+
 # grade_id -> (the class it judges, its checks: the test cell's visible check, then the hidden one). A test
 # passes when all its checks pass; test_speedup is then timed by the grader (verdict.time_speedup).
 TESTS = {
@@ -74,4 +78,5 @@ TESTS = {
     "test_cached_exact": ("CachedSpeculativeDecoder", [checks.check_exact, check_exact]),
     "test_cache_use": ("CachedSpeculativeDecoder", [checks.check_cache_use, check_cache_use]),
     "test_speedup": ("CachedSpeculativeDecoder", [checks.gate_rounds]),
+    "test_sampling": ("SpeculativeSampler", [checks.check_sampling, check_sampling]),
 }

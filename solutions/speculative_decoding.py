@@ -47,9 +47,11 @@
 # | 2. KV caches | `test_cached_exact`, `test_cache_use` | 8 + 12 |
 # | 2. speed | `test_speedup` | 10 |
 # | report | graded by hand | 10 |
+# | bonus: speculative sampling | `test_sampling` | +5 extra credit |
 #
 # The uncached part (60 points) and the cached part (30 points) are graded separately: a correct
-# decoder without caches loses only the cached part.
+# decoder without caches loses only the cached part. The bonus part, after the report, earns extra credit
+# on top of the 100 and costs nothing if left as it is.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 # Set-up (locked): on Colab, install the kit's support package at the course's pinned version.
@@ -77,6 +79,7 @@ from specdec_kit.loading import (
     resolve_device,
     resolve_pair,
 )
+from specdec_kit.sampling import check_sampling, warp
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
@@ -588,3 +591,115 @@ checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 # step on this hardware (which Leviathan's formula ignores), and names the overhead outside the model
 # forwards (Python, host syncs, cache cropping) that the forward-bound curve leaves out.
 # ### END SOLUTION
+
+# %% [markdown]
+# ## Bonus: speculative sampling (extra credit)
+#
+# Greedy speculative decoding reproduces the target's greedy text. With sampling, the draft samples its k
+# tokens from its distribution q, and the target keeps the output distributed exactly as its own p
+# (Leviathan et al., 2023; Chen et al., 2023), where p and q are both warped by the same temperature and
+# top-p (`warp(logits, temperature, top_p)`, the warping `generate(do_sample=True)` applies):
+# 1. draft x_0 .. x_{k-1}, each sampled from q at its position, keeping q's rows: `self.draft_probs`, (1, k, V);
+# 2. one target forward gives p at the k+1 positions from L-1 on, as in Part 1: (1, k+1, V);
+# 3. accept draft i with probability min(1, p_i(x_i) / q_i(x_i)), in order, until the first rejection;
+# 4. at a rejection at position n, sample the target's token from the residual max(0, p_n - q_n), normalised;
+#    when all k are accepted, sample the bonus token from p_k, the target's own distribution after the last
+#    draft (a round with no room for drafts samples from p_0).
+#
+# Checking a sampled draft greedily (accept only the target's argmax) throws most drafts away and changes the
+# output's distribution; so does sampling the correction from p instead of the residual. `SpeculativeSampler`
+# keeps Part 2's loop, caches and rollback: `speculative_sample` sets the sampling settings and calls
+# `speculative_decode`, whose rounds call the two methods below. Draw every random number from
+# `self.generator` (a `torch.Generator` on the model's device, or None for torch's global one).
+#
+# `test_sampling` (extra credit, 5 points on top of the 100) samples thousands of short continuations on
+# the kit's `sampling` pair, whose p and q are set by hand, and compares them with the target's exact
+# distribution by a chi-square test.
+
+# %% nbgrader={"grade": false, "grade_id": "speculative_sampler", "locked": false, "schema_version": 3, "solution": true}
+class SpeculativeSampler(CachedSpeculativeDecoder):
+    """Speculative sampling with a KV cache per model: the output follows the target's warped distribution."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.temperature, self.top_p, self.generator = 1.0, 1.0, None
+        self.draft_probs = None  # q at each draft position of the last call to generate_draft_tokens
+
+    def speculative_sample(self, prompt: str, max_tokens: int = 100, num_speculative_tokens: int = 4,
+                           temperature: float = 1.0, top_p: float = 1.0,
+                           generator: torch.Generator | None = None) -> DecodeResult:
+        """Sample a continuation of `prompt` distributed as the target's own sampling with these settings."""
+        check_sampling(temperature, top_p)
+        self.temperature, self.top_p, self.generator = temperature, top_p, generator
+        return self.speculative_decode(prompt, max_tokens, num_speculative_tokens)
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              num_speculative_tokens: int = 4) -> torch.Tensor:
+        """Part 2's cached drafting, each token sampled from the draft's warped distribution q; keeps q's rows
+        in self.draft_probs, shape (1, k, V)."""
+        check_k(num_speculative_tokens)
+        ### BEGIN SOLUTION
+        draft_cache, held = self.cached_prefix("draft", input_ids)
+        step_ids, tokens, rows = input_ids[:, held:], [], []
+        for _ in range(num_speculative_tokens):
+            step = self.draft_model(input_ids=step_ids, past_key_values=draft_cache, use_cache=True)
+            draft_cache = step.past_key_values
+            q = warp(step.logits[:, -1, :], self.temperature, self.top_p)  # (1, V)
+            step_ids = torch.multinomial(q, 1, generator=self.generator)  # (1, 1), sampled from q
+            tokens.append(step_ids)
+            rows.append(q)
+        draft_tokens = torch.cat(tokens, dim=1)
+        self.draft_probs = torch.stack(rows, dim=1)  # (1, k, V)
+        self.caches["draft"] = (draft_cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
+        return draft_tokens
+        ### END SOLUTION
+
+    @torch.inference_mode()
+    def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
+                                 attention_mask: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """Part 2's cached verification, judged by accept_sampled on the target's warped distribution p."""
+        ### BEGIN SOLUTION
+        target_cache, held = self.cached_prefix("target", input_ids)
+        scored = torch.cat([input_ids, draft_tokens], dim=1)
+        verdict = self.target_model(input_ids=scored[:, held:], past_key_values=target_cache, use_cache=True)
+        self.caches["target"] = (verdict.past_key_values, scored)
+        p = warp(verdict.logits[:, input_ids.shape[1] - 1 - held:, :], self.temperature, self.top_p)  # (1, k+1, V)
+        q = self.draft_probs if draft_tokens.shape[1] else p[:, :0]  # a round with no room for drafts has no q
+        return accept_sampled(p, q, draft_tokens, self.generator)
+        ### END SOLUTION
+
+
+def accept_sampled(p: torch.Tensor, q: torch.Tensor, draft_tokens: torch.Tensor,
+                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """Steps 3-4 of a sampled round. p: (1, k+1, V) the target's, q: (1, k, V) the draft's, draft_tokens: (1, k).
+
+    Returns (accepted draft tokens (1, n_accepted), n_accepted, the target's sampled token after them (1, 1)).
+    """
+    ### BEGIN SOLUTION
+    k = draft_tokens.shape[1]
+    positions = torch.arange(k, device=p.device)
+    p_drafts = p[0, positions, draft_tokens[0]]  # p_i(x_i)
+    q_drafts = q[0, positions, draft_tokens[0]]  # q_i(x_i) > 0: the draft sampled x_i
+    u = torch.rand(k, generator=generator, device=p.device)
+    n_accepted = int((u * q_drafts < p_drafts).cumprod(dim=0).sum())  # u < p/q without dividing
+    if n_accepted < k:
+        residual = (p[0, n_accepted] - q[0, n_accepted]).clamp(min=0)
+        distribution = residual / residual.sum()
+    else:
+        distribution = p[0, k]
+    next_token = torch.multinomial(distribution, 1, generator=generator).view(1, 1)
+    return draft_tokens[:, :n_accepted], n_accepted, next_token
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sampling", "locked": true, "points": 0, "schema_version": 3, "solution": false} specdec={"extra_credit": 5}
+"""Extra credit: the first two sampled tokens follow the target's warped distribution (chi-square tests)."""
+from specdec_kit import checks
+
+checks.check_sampling(SpeculativeSampler)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_sampling(SpeculativeSampler)
+### END HIDDEN TESTS

@@ -144,6 +144,46 @@ for name in list(self.caches):
     crop_to(kv, length)
     self.caches[name] = (kv, ids[:, :length])
 """,
+    # SpeculativeSampler.generate_draft_tokens
+    """\
+kv, have = self.cached_prefix("draft", input_ids)
+pending, picked, dists = input_ids[:, have:], [], []
+while len(picked) < num_speculative_tokens:
+    res = self.draft_model(input_ids=pending, past_key_values=kv, use_cache=True)
+    kv = res.past_key_values
+    dist = warp(res.logits[0, -1], self.temperature, self.top_p)
+    pending = torch.multinomial(dist, num_samples=1, generator=self.generator).view(1, 1)
+    picked.append(pending)
+    dists.append(dist)
+out = torch.cat(picked, dim=1)
+self.draft_probs = torch.stack(dists).unsqueeze(0)
+self.caches["draft"] = (kv, torch.cat([input_ids, out[:, :-1]], dim=1))
+return out
+""",
+    # SpeculativeSampler.verify_tokens_vectorized
+    """\
+kv, have = self.cached_prefix("target", input_ids)
+full = torch.cat([input_ids, draft_tokens], dim=1)
+res = self.target_model(input_ids=full[:, have:], past_key_values=kv, use_cache=True)
+self.caches["target"] = (res.past_key_values, full)
+target_probs = warp(res.logits[:, input_ids.size(1) - 1 - have:], self.temperature, self.top_p)
+return accept_sampled(target_probs, self.draft_probs, draft_tokens, self.generator)
+""",
+    # accept_sampled
+    """\
+n_draft, n = draft_tokens.size(1), 0
+while n < n_draft:
+    x = int(draft_tokens[0, n])
+    if torch.rand((), generator=generator, device=p.device) > p[0, n, x] / q[0, n, x]:
+        break
+    n += 1
+if n == n_draft:
+    dist = p[0, n]
+else:
+    dist = (p[0, n] - q[0, n]).clamp(min=0)
+    dist = dist / dist.sum()
+return draft_tokens[:, :n], n, torch.multinomial(dist, 1, generator=generator).view(1, 1)
+""",
 ]
 _REGION = re.compile(rf"^([ \t]*){re.escape(BEGIN_SOLUTION)}\n.*?^[ \t]*{re.escape(END_SOLUTION)}", re.S | re.M)
 

@@ -18,7 +18,7 @@ from conftest import REPO
 PACKAGE = REPO / "src" / "specdec_kit"
 LAYERS = {
     0: ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "reference",
-        "theory"],
+        "theory", "sampling"],
     1: ["probes", "bench", "plot", "demo", "checks", "adapters"],
     2: ["course"],
     3: ["cli"],
@@ -29,7 +29,7 @@ LAYER = {name: layer for layer, names in LAYERS.items() for name in names}
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 # What the notebooks import (the solution's and the release's cells): none of it may pull in course/.
 NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.loading", "specdec_kit.checks",
-                    "specdec_kit.plot", "specdec_kit.prompts"]
+                    "specdec_kit.plot", "specdec_kit.prompts", "specdec_kit.sampling"]
 
 
 def top(module: str) -> str:

@@ -44,8 +44,8 @@ def test_build_record_and_known_pairs(tiny_dirs):
     assert 0.5 <= record["agreement"] <= 0.9, (
         f"tiny's draft should agree with its target on 50-90% of tokens, got {record['agreement']:.0%}"
     )
-    assert set(zoo.pair_names()) == {"scripted", "tiny", "tiny-b", "synthetic-small", "synthetic-pythia"}, (
-        f"the zoo's pairs should be scripted, tiny, tiny-b, synthetic-small and synthetic-pythia, "
+    assert set(zoo.pair_names()) == {"scripted", "sampling", "tiny", "tiny-b", "synthetic-small", "synthetic-pythia"}, (
+        f"the zoo's pairs should be scripted, sampling, tiny, tiny-b, synthetic-small and synthetic-pythia, "
         f"got {sorted(zoo.pair_names())}"
     )
 

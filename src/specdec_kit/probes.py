@@ -20,6 +20,9 @@ Kinds of probe (`request["kind"]`):
 - `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`.
 - `decode`: `speculative_decode(prompt, max_tokens, k)` per case `[prompt, max_tokens, k]`; with
   `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off).
+- `sample`: `speculative_sample(prompt, max_tokens, k, temperature, top_p, generator)` `samples` times per
+  case `[prompt, max_tokens, k, temperature, top_p, samples, seed]`, one generator seeded with `seed`
+  (and torch's global one too, for code that ignores the generator); reports the tokens of each sample.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 
 import torch
 
@@ -211,6 +214,26 @@ def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:
             emit({"event": "case", "index": index, "result": decode_result(got)})
 
 
+def probe_sample(request: dict, decoder_class: type, emit: Emit) -> None:
+    decoder = _construct(request, decoder_class, emit)
+    for index, (prompt, max_tokens, k, temperature, top_p, samples, seed) in enumerate(request["cases"]):
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        describe = (f"prompt {prompt!r}, max_tokens={max_tokens}, num_speculative_tokens={k}, "
+                    f"temperature={temperature}, top_p={top_p}")
+        sample = partial(decoder.speculative_sample, temperature=temperature, top_p=top_p, generator=generator)
+        tokens = []
+        with Observer(decoder, lambda event: None) as observer:  # forwards not reported: only NoProgress matters
+            for _ in range(samples):
+                observer.expect_tokens(max_tokens)
+                got = call_student("speculative_sample", sample, prompt, max_tokens, k, emit=emit, describe=describe)
+                result = decode_result(got)
+                if result["type"] != "DecodeResult" or result["token_ids"] is None:
+                    break
+                tokens.append(result["token_ids"])
+        emit({"event": "case", "index": index, "result": {**result, "samples": tokens}})
+
+
 def decode_result(got) -> dict:
     """What a `speculative_decode` return value says, as plain data (its type named if it is not a DecodeResult)."""
     if not isinstance(got, DecodeResult):
@@ -233,7 +256,8 @@ def _int_list(values) -> list[int] | None:
         return None
 
 
-PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode}
+PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode,
+          "sample": probe_sample}
 
 
 # ---------------------------------------------------------------------------------------------

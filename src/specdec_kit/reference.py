@@ -53,21 +53,23 @@ def first_mismatch(model, prompt_ids: torch.Tensor, expected: list[int], got: li
 
 
 @cache
-def _zoo_target(pair: str):
+def zoo_model(pair: str, role: str = "target"):
+    """(model, tokenizer) of the kit's own copy of `pair`'s `role` ("target" or "draft"), on the CPU in fp32."""
     from .loading import load_model, resolve_pair
 
-    return load_model(resolve_pair(pair)[0], "cpu", torch.float32)
+    target, draft = resolve_pair(pair)
+    return load_model(target if role == "target" else draft, "cpu", torch.float32)
 
 
 def zoo_tokenizer(pair: str = "scripted"):
     """The zoo's tokenizer (every pair shares it), loaded by the kit."""
-    return _zoo_target(pair)[1]
+    return zoo_model(pair)[1]
 
 
 @lru_cache(maxsize=4096)
 def zoo_greedy(pair: str, prompt: str, max_new_tokens: int) -> tuple[int, ...]:
     """The new tokens of the kit's own copy of `pair`'s target, decoding `prompt` greedily (cached)."""
-    model, tokenizer = _zoo_target(pair)
+    model, tokenizer = zoo_model(pair)
     return tuple(target_greedy(model, tokenizer(prompt, return_tensors="pt").input_ids, max_new_tokens))
 
 

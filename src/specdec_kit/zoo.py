@@ -12,6 +12,8 @@ that reaches the logits through a few spare directions of the residual stream ("
 
 - `scripted`: blocks silenced, so the greedy next token is a chosen function of the current token and
   every round's acceptance is known before running (see `scripted_script`).
+- `sampling`: blocks silenced, and the next token's distribution (not just its argmax) is a chosen
+  function of the current token, so that speculative sampling has exact targets (see `sampling_script`).
 - `tiny`, `synthetic-small`, `synthetic-pythia`: each token has two successors; on "tie" tokens the
   two have equal table logits and the model's own context term picks one, so target and draft (with
   different random blocks) agree there about half the time. The tie fraction is the acceptance knob.
@@ -68,8 +70,9 @@ class PairSpec:
     description: str
     target: Shape
     draft: Shape
-    tie_fraction: float  # share of tokens whose successor the context decides (0 for `scripted`)
+    tie_fraction: float  # share of tokens whose successor the context decides (0: context-free tables)
     seed: int
+    tables: str = "branching"  # the logit tables: "branching", "scripted" or "sampling"
     save_dtype: str = "float32"
     check_prompts: bool = True  # run both models over the kit's prompts at build time (too slow on a CPU for 1.4B)
 
@@ -78,7 +81,10 @@ PAIRS = {
     spec.name: spec
     for spec in [
         PairSpec("scripted", "context-free; acceptance of every round known in advance",
-                 Shape(384, 1, 6), Shape(384, 1, 6), tie_fraction=0.0, seed=11),
+                 Shape(384, 1, 6), Shape(384, 1, 6), tie_fraction=0.0, seed=11, tables="scripted"),
+        PairSpec("sampling", "context-free; target and draft distributions set, for speculative sampling",
+                 Shape(384, 1, 6), Shape(384, 1, 6), tie_fraction=0.0, seed=61, tables="sampling",
+                 check_prompts=False),
         PairSpec("tiny", "small and context-dependent; acceptance about 70%",
                  Shape(448, 3, 7), Shape(384, 1, 6), tie_fraction=0.4, seed=21),
         PairSpec("tiny-b", "a second tiny pair (other seed, other shapes) for hidden checks",
@@ -217,6 +223,49 @@ def _scripted_tables() -> tuple[torch.Tensor, torch.Tensor]:
     return target, draft
 
 
+@dataclass(frozen=True)
+class SamplingScript:
+    """What the `sampling` pair does: a two-step chain whose distributions are set, not just their argmax.
+
+    After a token of `second` or any token outside the chain, the next token is one of `first`, with
+    probabilities `target_first` under the target and `draft_first` under the draft; after a token of `first`,
+    one of `second` (`target_second`, `draft_second`). The draft puts its mass elsewhere than the target at
+    both steps, so a sampler that verifies greedily, skips the residual distribution or takes the bonus token
+    from the draft moves the output's distribution far from the target's. The chain never reaches EOS.
+    """
+
+    first: tuple[int, ...]
+    second: tuple[int, ...]
+    target_first: tuple[float, ...] = (0.4, 0.6)
+    draft_first: tuple[float, ...] = (0.95, 0.05)
+    target_second: tuple[float, ...] = (0.6, 0.4)
+    draft_second: tuple[float, ...] = (0.2, 0.8)
+
+
+SAMPLING_LOGIT = 30.0  # table logit of a chosen token with probability 1: the other tokens' mass is ~1e-11
+
+
+@lru_cache(maxsize=1)
+def sampling_script() -> SamplingScript:
+    tokens = _round_trip_tokens(build_tokenizer())
+    order = [tokens[i] for i in torch.randperm(len(tokens), generator=_rng(PAIRS["sampling"].seed))]
+    return SamplingScript(first=tuple(order[:2]), second=tuple(order[2:4]))
+
+
+def _sampling_tables() -> tuple[torch.Tensor, torch.Tensor]:
+    script = sampling_script()
+    first, second = torch.tensor(script.first), torch.tensor(script.second)
+    tables = []
+    for probs_first, probs_second in [(script.target_first, script.target_second),
+                                      (script.draft_first, script.draft_second)]:
+        table = torch.zeros(VOCAB_SIZE, VOCAB_SIZE)
+        table[:, first] = torch.tensor(probs_first).log() + SAMPLING_LOGIT
+        table[first] = 0.0
+        table[first.unsqueeze(1), second] = torch.tensor(probs_second).log() + SAMPLING_LOGIT
+        tables.append(table)
+    return tables[0], tables[1]
+
+
 def _branching_table(spec: PairSpec, tokenizer: PreTrainedTokenizerFast) -> tuple[torch.Tensor, torch.Tensor]:
     """Two successors per token: on tie tokens both get BASE_LOGIT, elsewhere the first leads by GAP.
 
@@ -264,8 +313,10 @@ def build_pair(spec: PairSpec, out_dir: Path, max_tries: int = 20) -> dict:
     tokenizer = build_tokenizer()
     for attempt in range(max_tries):
         seed = spec.seed + 1000 * attempt
-        if spec.tie_fraction == 0:
+        if spec.tables == "scripted":
             target_table, draft_table = _scripted_tables()
+        elif spec.tables == "sampling":
+            target_table, draft_table = _sampling_tables()
         else:
             target_table, draft_table = _branching_table(spec, tokenizer)
         target = _build_model(spec.target, target_table, spec.tie_fraction > 0, seed, tokenizer.eos_token_id)

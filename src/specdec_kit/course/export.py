@@ -31,10 +31,11 @@ class ClassGrade:
     max_points: float
     submitted_at: datetime | None
     late_by: timedelta | None  # None when on time or not submitted
+    extra_credit: float = 0.0  # the bonus tests' points, on top of max_points
 
     @property
     def total(self) -> float:
-        return self.auto + (self.manual or 0.0)
+        return self.auto + (self.manual or 0.0) + self.extra_credit
 
 
 def class_grades(graded: Path, deadline: Deadline, roster: list[str] | None = None) -> list[ClassGrade]:
@@ -50,7 +51,8 @@ def class_grades(graded: Path, deadline: Deadline, roster: list[str] | None = No
         manual = _manual(scores.get(row["student"], {}), manual_cells, row["status"])
         submitted = datetime.fromisoformat(row["submitted_at"]) if row.get("submitted_at") else None
         out.append(ClassGrade(row.get("name") or row["student"], row["status"], float(row["score"] or 0), manual,
-                              sum(points.values()), submitted, _late_by(submitted, deadline)))
+                              sum(points.values()), submitted, _late_by(submitted, deadline),
+                              float(row.get("extra_credit") or 0)))
     known = {g.student.casefold() for g in out}
     out += [ClassGrade(s, "missing", 0.0, 0.0, sum(points.values()), None, None)
             for s in roster or [] if s.casefold() not in known]

@@ -58,7 +58,8 @@ from .release import render_release
 
 STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing")
 DB_RETRIES = 4
-GRADING_PAIRS = ("scripted", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
+GRADING_PAIRS = ("scripted", "sampling", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
+EXTRA_CREDIT_KEY = "specdec"  # cell metadata {"extra_credit": points} of a bonus test cell
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
 
 
@@ -74,7 +75,8 @@ class Grade:
     max_score: float = 0.0
     manual_pending: bool = False
     message: str = ""
-    tests: dict[str, float] = field(default_factory=dict)  # grade_id -> points earned
+    tests: dict[str, float] = field(default_factory=dict)  # grade_id -> points earned (extra credit for bonus tests)
+    extra_credit: float = 0.0  # bonus points on top of `score` (nbgrader's extra_credit of the bonus test cells)
     seconds: float = 0.0
     flags: list[str] = field(default_factory=list)  # static-scan findings, for a person to read
     failures: dict[str, str] = field(default_factory=dict)  # failed test -> the first line of its message
@@ -89,6 +91,7 @@ class Settings:
     plan: verdict.Plan
     autograder_dir: Path
     points: dict[str, float]  # auto-graded test cells (grade_id -> points), in notebook order
+    extra_credit: dict[str, float]  # bonus test cells (grade_id -> extra credit when passed); 0 in `points`
     release: nbformat.NotebookNode  # the notebook students were given: where a submission's cells come from
     notebook_seconds: int
     cell_seconds: int
@@ -138,8 +141,9 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     prepare_zoo()
     plan = verdict.load_plan(autograder_dir)
     points = {name: p for name, p in course_points(course).items() if name in plan.tests}
+    extra_credit = {name: p for name, p in course_extra_credit(course).items() if name in plan.tests}
     release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return Settings(plan, autograder_dir, points, release, seconds, cell_seconds, jobs)
+    return Settings(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs)
 
 
 def _limits(autograder_dir: Path) -> dict:
@@ -179,6 +183,14 @@ def course_points(course: Path) -> dict[str, float]:
     notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
             for c in notebook.cells if is_graded_cell(c)}
+
+
+def course_extra_credit(course: Path) -> dict[str, float]:
+    """Extra credit of every bonus test cell, by grade_id: the cell's `specdec.extra_credit` metadata. Its nbgrader
+    points are 0, so the assignment's maximum stays what the required parts give."""
+    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata[EXTRA_CREDIT_KEY]["extra_credit"])
+            for c in notebook.cells if is_graded_cell(c) and EXTRA_CREDIT_KEY in c.metadata}
 
 
 def hand_graded_cells(course: Path) -> list[str]:
@@ -449,7 +461,8 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
              run: NotebookRun, settings: Settings, before: dict, seconds: float) -> Graded:
     """The row, the gradebook's scores and the autograded notebook, from the verdict and the notebook's run."""
     points = {test: settings.points[test] if judged.tests[test].passed else 0.0 for test in settings.points}
-    scores = student_scores(submitted, points, settings.release, before)
+    bonus = {test: credit if judged.tests[test].passed else 0.0 for test, credit in settings.extra_credit.items()}
+    scores = student_scores(submitted, points, settings.release, before, bonus)
     kernel_scores = record_scores(course, student, scores)
     status, run_note = _run_status(run)
     messages = [*notes, run_note, *judged.load_problems,
@@ -458,7 +471,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                 *_disagreements(judged, kernel_scores, settings.points, run)]
     grade = Grade(student, status, score=sum(points.values()), max_score=sum(settings.points.values()),
                   manual_pending=any(needs for name, (_, _, needs) in scores.items() if name not in points),
-                  message=_join(*messages), tests=dict(points),
+                  message=_join(*messages), tests={**points, **bonus}, extra_credit=sum(bonus.values()),
                   seconds=seconds, flags=scan.scan_notebook(submitted),
                   failures={test: result.message.splitlines()[0] if result.message else "failed"
                             for test, result in judged.tests.items() if not result.passed},
@@ -466,7 +479,8 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   hidden_failed=[test for test, result in judged.tests.items()
                                  if not result.passed and result.visible_passed])
     autograded = read_autograded(course, student)
-    notebook = show_verdict(autograded or _bare(submitted), judged, settings.points, grade, kernel_scores,
+    notebook = show_verdict(autograded or _bare(submitted), judged, {**settings.points, **settings.extra_credit},
+                            grade, kernel_scores,
                             run_note if autograded is None else "")
     write_autograded(course, student, notebook)
     return Graded(grade, notebook, scores)
@@ -495,8 +509,8 @@ def _disagreements(judged: verdict.Verdict, kernel: dict[str, float | None], poi
         return []
     out = []
     for test, result in judged.tests.items():
-        if test not in kernel or kernel[test] is None or result.visible_passed is None:
-            continue
+        if test not in kernel or kernel[test] is None or result.visible_passed is None or not points.get(test):
+            continue  # a bonus cell has 0 nbgrader points: its kernel score says nothing
         kernel_passed = kernel[test] >= points[test]
         if kernel_passed != result.visible_passed:
             seen = "passed" if kernel_passed else "failed"
@@ -510,8 +524,9 @@ def _join(*parts: str) -> str:
 
 
 def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], release: nbformat.NotebookNode,
-                   before: dict[str, tuple]) -> dict[str, tuple]:
-    """(auto_score, manual_score, needs_manual_grade) of every graded cell, as the gradebook must hold them.
+                   before: dict[str, tuple], extra_credit: dict[str, float] | None = None) -> dict[str, tuple]:
+    """(auto_score, manual_score, needs_manual_grade) of every graded cell, as the gradebook must hold them, and
+    a bonus test cell's extra credit fourth.
 
     The test cells get the verdict's points; a hand-graded cell gets nbgrader's own rule (an answer left as
     handed out scores 0, any other waits for a person), computed here from the submission rather than read
@@ -531,6 +546,8 @@ def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], re
         else:  # a cell the notebook lost counts as left as handed out, as nbgrader restores it
             auto = determine_grade(cells.get(name, original))[0]
         scores[name] = (auto, manual, manual is not None or auto is None)
+        if name in (extra_credit or {}):
+            scores[name] += (extra_credit[name],)
     return scores
 
 
@@ -588,7 +605,10 @@ def write_scores(course: Path, scores: dict[str, dict[str, tuple]]) -> None:
 def _set(notebook, scores: dict[str, tuple]) -> None:
     for grade in notebook.grades:
         if grade.name in scores:
-            grade.auto_score, grade.manual_score, grade.needs_manual_grade = scores[grade.name]
+            values = scores[grade.name]
+            grade.auto_score, grade.manual_score, grade.needs_manual_grade = values[:3]
+            if len(values) > 3:
+                grade.extra_credit = values[3]
 
 
 def _submission_notebook(gradebook, student: str):
@@ -666,8 +686,9 @@ def verdict_output(test: str, result: verdict.TestResult, points: float) -> nbfo
 
 def summary(judged: verdict.Verdict, points: dict[str, float], grade: Grade, run_note: str) -> str:
     """The feedback's opening cell: the score and each test's verdict, in the student's terms."""
-    lines = [f"**Auto-graded by the kit: {grade.score:g} / {grade.max_score:g} points.** Each test ran the kit's "
-             "checks (its visible cases and hidden ones) on your classes, outside your notebook's own run."]
+    extra = f" plus {grade.extra_credit:g} extra credit" if grade.extra_credit else ""
+    lines = [f"**Auto-graded by the kit: {grade.score:g} / {grade.max_score:g} points{extra}.** Each test ran the "
+             "kit's checks (its visible cases and hidden ones) on your classes, outside your notebook's own run."]
     if run_note or grade.message:
         lines.append(f"\nNotes: {_plain(run_note or grade.message)}")
     lines.append("")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from .grading import course_points, hand_graded_cells
+from .grading import course_extra_credit, course_points, hand_graded_cells
 from .nbgrader import ASSIGNMENT, NOTEBOOK
 from .results import read_rows
 from .similarity import THRESHOLD, similar_pairs
@@ -87,7 +87,7 @@ def build_report(graded: Path, min_ratio: float | None = None) -> str:
     rows = read_rows(graded / "grades.csv")
     if not rows:
         raise ValueError(f"{graded} holds no grades.csv: run specdec-kit autograde --out {graded} first")
-    points = course_points(course)
+    points = {**course_points(course), **course_extra_credit(course)}  # a bonus test passes with its extra credit
     auto_tests = [t for t in points if t not in hand_graded_cells(course)]
     handed_in = {s: r for s, r in rows.items() if r["status"] not in NOT_GRADED}
     scores = [float(r["score"] or 0) for r in handed_in.values()]

@@ -36,8 +36,8 @@ from .grading import (
     write_scores,
 )
 
-FIXED_COLUMNS = ["student", "name", "score", "max_score", "manual_pending", "status", "message", "flags", "seconds",
-                 "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]
+FIXED_COLUMNS = ["student", "name", "score", "max_score", "extra_credit", "manual_pending", "status", "message",
+                 "flags", "seconds", "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]
 RESUMABLE = ("graded", "invalid", "missing")  # what a resumed batch keeps; everything else is graded again
 
 
@@ -48,6 +48,7 @@ def row(grade: Grade, submission: Submission | None, cells: list[str]) -> dict[s
               "on_roster": "" if submission.on_roster is None else ("yes" if submission.on_roster else "no")
               } if submission else dict.fromkeys(("file", "submitted_at", "superseded", "on_roster"), "")
     values = {"student": grade.student, "name": grade.student, "score": grade.score, "max_score": grade.max_score,
+              "extra_credit": grade.extra_credit,
               "manual_pending": grade.manual_pending, "status": grade.status, "message": grade.message,
               "flags": " | ".join(grade.flags), "seconds": round(grade.seconds, 1),
               "vs_hf_assisted": "" if grade.vs_hf_assisted is None else f"{grade.vs_hf_assisted:.3f}", **source,

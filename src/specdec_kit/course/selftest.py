@@ -54,7 +54,8 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     for entry in entries:
         nbformat.write(make_submission(solution, entry), submissions / f"{entry.name}.ipynb")
     (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
-    blank = Entry("blank", "the release as handed out", fails=frozenset(settings.points), message="NotImplementedError")
+    full = {**settings.points, **settings.extra_credit}  # each test's full marks, bonus tests' extra credit too
+    blank = Entry("blank", "the release as handed out", fails=frozenset(full), message="NotImplementedError")
     entries.append(blank)
     feedback_dir = workdir / "feedback"
     batch = [Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
@@ -62,15 +63,16 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
                                progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []
     for entry, result in zip(entries, grades):
-        judged = [c for c in settings.points if c not in entry.unsure]
-        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < settings.points[c])
+        judged = [c for c in full if c not in entry.unsure]
+        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < full[c])
         expected = sorted(entry.fails - entry.unsure)
         problems = _feedback_problems(feedback_dir / f"{entry.name}.html", entry.message)
         if result.status != "graded" or result.message:  # an error, or feedback withheld for a leak
             problems.append(f"{result.status}: {result.message}")
         elif lost != expected:
             problems.append(f"expected to lose {expected or '-'}")
-        got = f"{result.score:g}/{result.max_score:g}" if result.status == "graded" else result.status
+        got = (f"{result.score:g}/{result.max_score:g} +{result.extra_credit:g}" if result.status == "graded"
+               else result.status)
         outcomes.append(SelftestRow(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
                                 got, ", ".join(lost) or "-", not problems, result.seconds, result.vs_hf_assisted))
         progress(f"{entry.name}: {'ok' if not problems else 'MISMATCH'} ({result.seconds:.0f} s) {got}; "
