@@ -33,8 +33,8 @@ def test_json_follows_schema_and_files_exist(tiny_run):
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (
         f"bench.png should be a PNG file, got a file starting {(out / 'bench.png').read_bytes()[:8]!r}"
     )
-    assert (out / "bench.csv").read_text().startswith("method,k,prompt_id,repeat"), (
-        f"bench.csv should start with the header method,k,prompt_id,repeat, "
+    assert (out / "bench.csv").read_text().startswith("method,k,temperature,prompt_id,repeat"), (
+        f"bench.csv should start with the header method,k,temperature,prompt_id,repeat, "
         f"got {(out / 'bench.csv').read_text()[:80]!r}"
     )
 
@@ -192,3 +192,28 @@ def test_notebook_sweep_is_short_on_a_cpu_and_caps_every_decode(solution_classes
         "compare(max_new_tokens=5) should cap every decode at 5 tokens, got "
         f"{sorted({row['new_tokens'] for row in document['rows']})}"
     )
+
+
+def test_sampled_rows_are_paired_with_the_targets_own_sampling(tiny_dirs):
+    """Speculative sampling's rows: each temperature's speedups are over target sampling at that temperature,
+    tokens are not compared with greedy text, and the plot labels each temperature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from specdec_kit.adapters import load_decoder_classes
+    from specdec_kit.plot import plot_bench
+
+    classes = load_decoder_classes(REPO / "solutions" / "speculative_decoding.ipynb", ("SpeculativeSampler",))
+    with pytest.raises(ValueError, match="--temperatures"):
+        bench.compare(classes, *tiny_dirs, load_prompts()[:1], [2], methods=["sampling"], progress=False)
+    document = bench.compare(classes, *tiny_dirs, load_prompts()[:1], [2], repeats=1, max_new_tokens=8,
+                             methods=list(bench.SAMPLING_METHODS), temperatures=[0.7], progress=False)
+    bench.validate(document)
+    summary = {(s["method"], s["k"], s["temperature"]): s for s in document["summary"]}
+    assert set(summary) == {("target_sampling", None, 0.7), ("hf_assisted_sampling", 2, 0.7),
+                            ("sampling", 2, 0.7)}, sorted(summary)
+    assert summary[("target_sampling", None, 0.7)]["speedup"] == 1.0, "the baseline is paired with itself"
+    assert all(r["identical_to_target"] is None for r in document["rows"]), "sampled text is not compared"
+    assert all(s["identical_all"] is None for s in summary.values()), "nor summarised as identical"
+    labels = [t.get_text() for t in plot_bench(document).legends[0].get_texts()]
+    assert "sampling (T=0.7)" in labels and "hf_assisted_sampling (T=0.7)" in labels, labels

@@ -7,8 +7,13 @@ On one pair, one machine and the same prompts, in one run, it times:
 - `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config and
   checked against the calls the draft actually received;
 - `no_cache`: the notebook's `SpeculativeDecoder`;
-- `cached`: the notebook's `CachedSpeculativeDecoder`.
-Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
+- `cached`: the notebook's `CachedSpeculativeDecoder`;
+and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling methods:
+- `target_sampling`: the target's own `generate(do_sample=True)` (the baseline of the sampled rows);
+- `hf_assisted_sampling`: `generate(assistant_model=draft, do_sample=True)`, HF's speculative sampling;
+- `sampling`: the notebook's `SpeculativeSampler`.
+Sampled rows are compared with `target_sampling` at their temperature: the same distribution, not the same
+tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
 so drift hits all alike. Forward calls are counted and timed by hooks on the models (`counting.py`),
 never taken from the decoder. The figures (`rows`, `summary`, `micro`) follow `bench_schema.json`.
 """
@@ -38,9 +43,13 @@ from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, NoProgress, Observer, synchronize, timed
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
-DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder"}
+SAMPLING_METHODS = ("target_sampling", "hf_assisted_sampling", "sampling")
+BASELINES = ("target_greedy", "target_sampling")
+DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder",
+                   "sampling": "SpeculativeSampler"}
+SAMPLING_SEED = 0
 CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
 MICRO_REPEATS = 15
 WARMUP_TOKENS = 8
@@ -49,12 +58,13 @@ WARMUP_TOKENS = 8
 @dataclass(frozen=True)
 class Sweep:
     """What a notebook's benchmark cell runs: the first `prompts` of the kit's prompts, each k, `repeats` times,
-    `max_new_tokens` each (None: each prompt's own budget)."""
+    `max_new_tokens` each (None: each prompt's own budget); the bonus sampler at each of `temperatures`."""
 
     prompts: int
     k_values: tuple[int, ...]
     max_new_tokens: int | None
     repeats: int
+    temperatures: tuple[float, ...] = (1.0,)
 
     def __str__(self) -> str:
         tokens = f"{self.max_new_tokens} tokens" if self.max_new_tokens else "each prompt's own budget"
@@ -64,7 +74,7 @@ class Sweep:
 
 # A CPU sweep stays under a minute on 2 cores (the student README gives the measured figure); a GPU times
 # more k, each prompt's whole budget and two repeats.
-NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 32, 1), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 2)}
+NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 32, 1), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 2, (0.7, 1.0))}
 
 
 def notebook_sweep(device: str) -> Sweep:
@@ -109,9 +119,23 @@ class Setup:
 # The four methods
 
 
-def run_target_greedy(setup: Setup, prompt: str, max_new_tokens: int, k: int | None) -> Decoded:
+def run_target_greedy(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
+                      temperature: float | None = None) -> Decoded:
     ids = encode(setup, prompt)
     return Decoded(target_greedy(setup.target, ids, max_new_tokens))
+
+
+def sampling_kwargs(temperature: float) -> dict:
+    """generate's sampling arguments for `temperature` alone: top-p 1 and no top-k, as `sampling.warp` does."""
+    return {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+
+
+def run_target_sampling(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
+                        temperature: float | None = None) -> Decoded:
+    ids = encode(setup, prompt)
+    out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                **sampling_kwargs(temperature))
+    return Decoded(out[0, ids.shape[1]:].tolist())
 
 
 def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
@@ -122,12 +146,14 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
     config.assistant_confidence_threshold = 0.0
 
 
-def run_hf_assisted(setup: Setup, prompt: str, max_new_tokens: int, k: int) -> Decoded:
+def run_hf_assisted(setup: Setup, prompt: str, max_new_tokens: int, k: int,
+                    temperature: float | None = None) -> Decoded:
     ids = encode(setup, prompt)
     pin_assistant_k(setup.draft, k)
+    sampling = sampling_kwargs(temperature) if temperature else {"do_sample": False}
     with ForwardRecorder(setup.target) as calls:
         out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
-                                    max_new_tokens=max_new_tokens, do_sample=False)
+                                    max_new_tokens=max_new_tokens, **sampling)
     tokens = out[0, ids.shape[1]:].tolist()
     proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
     if max(proposed) != min(k, max_new_tokens - 1):
@@ -149,8 +175,12 @@ def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[l
 
 
 def run_decoder(method: str) -> Callable:
-    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int) -> Decoded:
-        result = setup.decoders[method].speculative_decode(prompt, max_new_tokens, k)
+    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
+        decoder = setup.decoders[method]
+        if temperature:
+            result = decoder.speculative_sample(prompt, max_new_tokens, k, temperature=temperature)
+        else:
+            result = decoder.speculative_decode(prompt, max_new_tokens, k)
         eos = setup.tokenizer.eos_token_id
         return Decoded(list(result.token_ids), list(result.proposed), list(result.accepted),
                        ended_at_eos=bool(result.token_ids) and result.token_ids[-1] == eos)
@@ -158,7 +188,9 @@ def run_decoder(method: str) -> Callable:
 
 
 RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
-           "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached")}
+           "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached"),
+           "target_sampling": run_target_sampling, "hf_assisted_sampling": run_hf_assisted,
+           "sampling": run_decoder("sampling")}
 
 
 def encode(setup: Setup, prompt: str) -> torch.Tensor:
@@ -176,14 +208,15 @@ def acceptance_figures(drafts: Acceptance) -> dict:
             "rejections": drafts.rejections}
 
 
-def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_tokens: int) -> tuple[Decoded, dict]:
+def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_tokens: int,
+            temperature: float | None = None) -> tuple[Decoded, dict]:
     """Run one method once, timed, with both models' forwards counted and timed by hooks."""
     with ForwardRecorder(_model_of(setup, method, "target")) as target_calls, \
             ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
-        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new_tokens, k)
+        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new_tokens, k, temperature)
     row = {
-        "method": method, "k": k, "prompt_id": prompt.id, "new_tokens": len(outcome.token_ids),
-        "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
+        "method": method, "k": k, "temperature": temperature, "prompt_id": prompt.id,
+        "new_tokens": len(outcome.token_ids), "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
         "target_forwards": len(target_calls), "draft_forwards": len(draft_calls),
         "target_input_lengths": [c.new_tokens for c in target_calls],
         "draft_input_lengths": [c.new_tokens for c in draft_calls],
@@ -231,23 +264,28 @@ def micro_benchmark(setup: Setup, k_values: list[int], context_len: int = CONTEX
 def summarize(rows: list[dict], micro: dict) -> list[dict]:
     """One entry per method and k: medians, paired speedups and the theory beside them."""
     table = pd.DataFrame(rows)
-    greedy = table[table.method == "target_greedy"].set_index(["prompt_id", "repeat"])["tokens_per_s"]
-    greedy_s_per_token = (table[table.method == "target_greedy"].seconds.sum()
-                          / table[table.method == "target_greedy"].new_tokens.sum())
+    if "temperature" not in table:
+        table["temperature"] = None
     c = micro["draft_1"] / micro["target_1"]
     summary = []
-    for (method, k), group in table.groupby(["method", table.k.fillna(-1)], sort=False):
+    keys = ["method", table.k.fillna(-1), table.temperature.fillna(-1)]
+    for (method, k, temperature), group in table.groupby(keys, sort=False):
         k = None if k == -1 else int(k)
-        paired = group.tokens_per_s.to_numpy() / greedy.loc[list(zip(group.prompt_id, group.repeat))].to_numpy()
+        temperature = None if temperature == -1 else float(temperature)
+        base = table[(table.method == baseline_of(method)) & (table.temperature.fillna(-1) == (temperature or -1))]
+        base_s_per_token = base.seconds.sum() / base.new_tokens.sum()
+        base = base.set_index(["prompt_id", "repeat"])["tokens_per_s"]
+        paired = group.tokens_per_s.to_numpy() / base.loc[list(zip(group.prompt_id, group.repeat))].to_numpy()
+        identical = group.identical_to_target.dropna()
         entry = {
-            "method": method, "k": k, "tokens_per_s": float(group.tokens_per_s.median()),
+            "method": method, "k": k, "temperature": temperature, "tokens_per_s": float(group.tokens_per_s.median()),
             "speedup": float(pd.Series(paired).median()),
             "speedup_q1": float(pd.Series(paired).quantile(0.25)),
             "speedup_q3": float(pd.Series(paired).quantile(0.75)),
             "acceptance_rate": None, "alpha": None, "tokens_per_round": None, "c": c,
             "predicted_speedup": None, "forward_bound_speedup": None,
             "efficiency": float(group.forward_seconds.sum() / group.seconds.sum()),
-            "identical_all": bool(group.identical_to_target.all()),
+            "identical_all": bool(identical.all()) if len(identical) else None,
         }
         if k is not None:
             drafts = Acceptance(int(group.proposed.sum()), int(group.accepted.sum()), int(group.rejections.sum()),
@@ -256,7 +294,7 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
             entry.update({
                 "acceptance_rate": drafts.rate, "alpha": drafts.alpha, "tokens_per_round": drafts.tokens_per_round,
                 "predicted_speedup": None if drafts.alpha is None else leviathan_speedup(drafts.alpha, k, c),
-                "forward_bound_speedup": forward_bound_speedup(drafts.tokens_per_round, greedy_s_per_token, k,
+                "forward_bound_speedup": forward_bound_speedup(drafts.tokens_per_round, base_s_per_token, k,
                                                                micro["draft_1"], verify)
                 if verify and drafts.tokens_per_round else None,
             })
@@ -264,22 +302,41 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
     return summary
 
 
+def baseline_of(method: str) -> str:
+    """What a method's speedup is measured against: the target's own sampling for sampled methods."""
+    return "target_sampling" if method in SAMPLING_METHODS else "target_greedy"
+
+
 # ---------------------------------------------------------------------------------------------
 # The run
 
 
+def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float] = ()) -> list[tuple]:
+    """(method, k, temperature) of every timed configuration, each side's baseline first."""
+    greedy = [m for m in methods if m not in SAMPLING_METHODS]
+    sampled = [m for m in methods if m in SAMPLING_METHODS]
+    if sampled and not temperatures:
+        raise ValueError(f"{', '.join(sampled)} sample: give the temperatures to sample at (--temperatures 0.7,1.0)")
+    plan = []
+    if greedy:  # target greedy is the baseline every greedy speedup is paired with
+        plan += [("target_greedy", None, None)]
+        plan += [(m, k, None) for k in k_values for m in greedy if m not in BASELINES]
+    for temperature in temperatures if sampled else ():
+        plan += [("target_sampling", None, temperature)]
+        plan += [(m, k, temperature) for k in k_values for m in sampled if m not in BASELINES]
+    return plan
+
+
 def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
               methods: list[str], max_new_tokens: int | None = None, progress: bool = True,
-              micro: bool = True) -> tuple[list, dict]:
-    """All rows (method x k x prompt x repeat) and the micro-benchmark (unless `micro` is False),
-    methods interleaved."""
-    if "target_greedy" not in methods:
-        methods = ["target_greedy", *methods]  # the baseline every speedup is paired with
-    plan = [(m, None) for m in methods if m == "target_greedy"]
-    plan += [(m, k) for k in k_values for m in methods if m != "target_greedy"]
+              micro: bool = True, temperatures: list[float] = ()) -> tuple[list, dict]:
+    """All rows (method x k x temperature x prompt x repeat) and the micro-benchmark (unless `micro` is False),
+    methods interleaved. Sampled rows draw from torch's generator, seeded once here."""
+    plan = bench_plan(methods, k_values, temperatures)
+    torch.manual_seed(SAMPLING_SEED)
     warm = prompts[0]
-    for method, k in plan:  # warm-up: first calls pay for allocation, kernel selection and caches
-        RUNNERS[method](setup, warm.text, WARMUP_TOKENS, k)
+    for method, k, temperature in plan:  # warm-up: first calls pay for allocation, kernel selection and caches
+        RUNNERS[method](setup, warm.text, WARMUP_TOKENS, k, temperature)
     rows = []
     bar = tqdm(total=repeats * len(prompts) * len(plan), desc="bench", disable=not progress)
     for repeat in range(repeats):
@@ -287,12 +344,14 @@ def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats:
             budget = max_new_tokens or prompt.max_new_tokens
             shift = (repeat + prompts.index(prompt)) % len(plan)
             outcomes = {}
-            for method, k in plan[shift:] + plan[:shift]:  # rotate the order: drift hits every method
-                outcomes[(method, k)] = measure(setup, method, prompt, k, budget)
+            for method, k, temperature in plan[shift:] + plan[:shift]:  # rotate the order: drift hits all
+                outcomes[(method, k, temperature)] = measure(setup, method, prompt, k, budget, temperature)
                 bar.update()
-            reference = outcomes[("target_greedy", None)][0].token_ids
-            for outcome, row in outcomes.values():
-                rows.append(row | {"repeat": repeat, "identical_to_target": outcome.token_ids == reference})
+            greedy = outcomes.get(("target_greedy", None, None))
+            for (_, _, temperature), (outcome, row) in outcomes.items():
+                # Sampled text has the target's distribution, never its tokens: nothing to compare.
+                same = None if temperature else outcome.token_ids == greedy[0].token_ids
+                rows.append(row | {"repeat": repeat, "identical_to_target": same})
     bar.close()
     return rows, micro_benchmark(setup, k_values) if micro else {}
 
@@ -308,19 +367,22 @@ def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, typ
 
 def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: list[Prompt], k_values: list[int],
             *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
-            dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True) -> dict:
+            dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True,
+            temperatures: list[float] = ()) -> dict:
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
-    `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder) to a notebook's
-    classes; `no_cache` and `cached` need the one they run. `max_new_tokens` (None: each prompt's own)
-    caps every decode.
+    `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder, SpeculativeSampler) to a
+    notebook's classes; `no_cache`, `cached` and `sampling` need the one they run. `max_new_tokens` (None: each
+    prompt's own) caps every decode; the sampling methods run at each of `temperatures`.
     """
     from .loading import resolve_device
 
     device = resolve_device(device)
+    bench_plan(list(methods), k_values, temperatures)  # refuses sampling methods without a temperature
     preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
-    rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress)
+    rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress,
+                            temperatures=temperatures)
     return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
 
 
@@ -343,27 +405,34 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
                     hf_logging.enable_progress_bar()
             with Observer(decoder, lambda event: None) as observer:  # only to stop a decode that never ends
                 observer.expect_tokens(PREFLIGHT_TOKENS)
-                got = list(decoder.speculative_decode(PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K).token_ids)
+                sampler = name == DECODER_METHODS["sampling"]
+                decode = decoder.speculative_sample if sampler else decoder.speculative_decode
+                got = list(decode(PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K).token_ids)
         except NotImplementedError as e:
             raise NotReadyError(f"{name} is not finished ({e or 'NotImplementedError'}): the benchmark times "
                                 "finished decoders; pass the tests of its part first") from e
         except (Exception, NoProgress) as e:
             raise NotReadyError(f"{name} failed on the tiny pair before the benchmark: {type(e).__name__}: {e}. "
                                 "Pass the tests of its part first") from e
-        if got != expected:
+        if sampler:  # sampled tokens follow the target only in distribution: check the budget alone
+            if len(got) != PREFLIGHT_TOKENS and got[-1:] != [decoder.target_tokenizer.eos_token_id]:
+                raise NotReadyError(f"{name} returned {len(got)} tokens for max_tokens={PREFLIGHT_TOKENS} on the "
+                                    "tiny pair: pass test_sampling first")
+        elif got != expected:
             raise NotReadyError(f"{name} does not give the target's greedy tokens on the tiny pair (got {got}, "
                                 f"expected {expected}): pass test_exact first")
         if say:
-            say(f"{name} decodes the tiny pair as its target does: benchmarking it")
+            say(f"{name} decodes the tiny pair {'within its budget' if sampler else 'as its target does'}: "
+                "benchmarking it")
 
 
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,
            k_values: list[int]) -> dict:
     """The JSON document `bench` writes (see bench_schema.json)."""
-    public = ("method", "k", "prompt_id", "repeat", "new_tokens", "seconds", "tokens_per_s", "acceptance_rate",
-              "alpha", "tokens_per_round", "target_forwards", "draft_forwards", "identical_to_target",
-              "target_input_lengths", "draft_input_lengths", "forward_seconds", "rounds", "proposed", "accepted",
-              "rejections")
+    public = ("method", "k", "temperature", "prompt_id", "repeat", "new_tokens", "seconds", "tokens_per_s",
+              "acceptance_rate", "alpha", "tokens_per_round", "target_forwards", "draft_forwards",
+              "identical_to_target", "target_input_lengths", "draft_input_lengths", "forward_seconds", "rounds",
+              "proposed", "accepted", "rejections")
     return {
         "version": SCHEMA_VERSION, "pair": pair, "target": target, "draft": draft,
         "device": _device_name(setup.device), "dtype": str(setup.target.dtype).removeprefix("torch."),

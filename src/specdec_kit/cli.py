@@ -120,17 +120,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     k_values = [int(k) for k in args.k.split(",")]
     _check_k(k_values)
-    methods = args.methods.split(",")
-    unknown = set(methods) - set(bench.METHODS)
+    temperatures = [float(t) for t in args.temperatures.split(",") if t]
+    if any(t <= 0 for t in temperatures):
+        raise ValueError(f"--temperatures must be above 0 (greedy is the default methods), got {temperatures}")
+    methods = args.methods.split(",") + (list(bench.SAMPLING_METHODS) if temperatures else [])
+    known = bench.METHODS + bench.SAMPLING_METHODS
+    unknown = set(methods) - set(known)
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(bench.METHODS)}")
-    needed = tuple(bench.DECODER_METHODS[m] for m in methods if m in bench.DECODER_METHODS)
+        raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(known)}")
+    methods = list(dict.fromkeys(methods))
+    needed = tuple(dict.fromkeys(bench.DECODER_METHODS[m] for m in methods if m in bench.DECODER_METHODS))
     run = _common(args, needed)
     document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=run.pair,
-                             repeats=args.repeats, methods=methods, device=str(run.device), dtype=run.dtype)
+                             repeats=args.repeats, methods=methods, device=str(run.device), dtype=run.dtype,
+                             temperatures=temperatures)
     micro = document["micro"]
     paths = bench.write_outputs(document, Path(args.out), Path(args.json) if args.json else None)
-    columns = ["method", "k", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
+    columns = ["method", "k", "temperature", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
                "predicted_speedup", "forward_bound_speedup", "efficiency", "identical_all"]
     summary = pd.DataFrame(document["summary"])[columns]
     print(f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
@@ -141,7 +147,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     print(json.dumps({"summary": document["summary"], "micro": micro}))
-    return 0 if summary.identical_all.all() or document["dtype"] != "float32" else 1
+    return 0 if summary.identical_all.dropna().all() or document["dtype"] != "float32" else 1
 
 
 def _check_k(k_values: list[int]) -> None:
@@ -456,6 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt")
     bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,cached",
                        help="comma-separated subset of target_greedy,hf_assisted,no_cache,cached")
+    bench.add_argument("--temperatures", default="",
+                       help="also time speculative sampling (target_sampling, hf_assisted_sampling and the notebook's "
+                            "SpeculativeSampler) at these comma-separated temperatures, e.g. 0.7,1.0")
     bench.add_argument("--out", default="out/bench", help="directory for bench.csv, bench.json, bench.png")
     bench.add_argument("--json", help="write the JSON here instead of OUT/bench.json")
     bench.set_defaults(func=cmd_bench)

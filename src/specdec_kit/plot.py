@@ -11,24 +11,36 @@ import pandas as pd
 
 from .theory import leviathan_speedup
 
-STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "cached": ("tab:blue", "o")}
+STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "cached": ("tab:blue", "o"),
+         "hf_assisted_sampling": ("tab:brown", "D"), "sampling": ("tab:purple", "v")}
+SAMPLED_LINES = ("--", "-.", ":")  # one line style per temperature of the sampled methods
 
 
 def plot_bench(document: dict, theory_method: str = "cached"):
-    """Two panels: speedup over target greedy (median, interquartile bars) and acceptance rate, by k.
+    """Two panels: speedup over the target alone (median, interquartile bars) and acceptance rate, by k.
+
+    Greedy methods are compared with target greedy; sampled methods (dashed, one style per temperature) with
+    the target's own sampling at their temperature.
 
     Theory, for `theory_method`: Leviathan et al.'s expected speedup from its measured alpha and c, and
     the forward-bound speedup from the measured forward times (what zero overhead would give).
     """
     summary = pd.DataFrame(document["summary"])
+    if "temperature" not in summary:
+        summary["temperature"] = None
     speculative = summary[summary.k.notna()].sort_values("k")
+    temperatures = sorted(speculative.temperature.dropna().unique())
     fig, (ax_speed, ax_accept) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for method, group in speculative.groupby("method", sort=False):
+    for (method, temperature), group in speculative.groupby(["method", speculative.temperature.fillna(0)],
+                                                           sort=False):
         color, marker = STYLE.get(method, ("black", "x"))
+        line = SAMPLED_LINES[temperatures.index(temperature) % len(SAMPLED_LINES)] if temperature else "-"
+        label = f"{method} (T={temperature:g})" if temperature else method
         errors = [group.speedup - group.speedup_q1, group.speedup_q3 - group.speedup]
-        ax_speed.errorbar(group.k, group.speedup, yerr=errors, color=color, marker=marker, capsize=3, label=method)
-        ax_accept.plot(group.k, group.acceptance_rate, color=color, marker=marker, label=method)
-    theory = speculative[speculative.method == theory_method]
+        ax_speed.errorbar(group.k, group.speedup, yerr=errors, color=color, marker=marker, ls=line, capsize=3,
+                          label=label)
+        ax_accept.plot(group.k, group.acceptance_rate, color=color, marker=marker, ls=line, label=label)
+    theory = speculative[(speculative.method == theory_method) & speculative.temperature.isna()]
     if len(theory):
         ks = [int(k) for k in theory.k]
         ax_speed.plot(ks, [leviathan_speedup(a, k, c) for a, k, c in zip(theory.alpha, ks, theory.c)],
@@ -36,7 +48,9 @@ def plot_bench(document: dict, theory_method: str = "cached"):
         ax_speed.plot(ks, theory.forward_bound_speedup, ls=":", color="tab:red",
                       label=f"forward-bound ({theory_method})")
     ax_speed.axhline(1.0, color="black", lw=0.8)
-    ax_speed.set(xlabel="k (draft tokens per step)", ylabel="speedup over target greedy", title="Speedup")
+    ax_speed.set(xlabel="k (draft tokens per step)",
+                 ylabel="speedup over target greedy" if not temperatures else "speedup over the target alone",
+                 title="Speedup")
     ax_accept.set(xlabel="k (draft tokens per step)", ylabel="accepted / proposed draft tokens",
                   title="Acceptance rate", ylim=(0, 1.05))
     for ax in (ax_speed, ax_accept):
@@ -44,8 +58,9 @@ def plot_bench(document: dict, theory_method: str = "cached"):
         ax.grid(alpha=0.3)
     # One legend under both panels, so that it never covers a curve (the speed panel's names every line).
     handles, labels = ax_speed.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    columns = min(len(labels), 5)
+    fig.legend(handles, labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
     fig.suptitle(f"{document['pair'] or document['target'] + ' / ' + document['draft']} on {document['device']}, "
                  f"{document['dtype']}, {document['threads']} threads")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.035 * (-(-len(labels) // columns) + 1), 1, 1))
     return fig
