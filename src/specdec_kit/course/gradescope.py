@@ -103,7 +103,8 @@ def _guard(course: Path, autograder_dir: Path):
 
 
 def results_json(grade: grading.Grade, points: dict[str, float], shown) -> dict:
-    """Gradescope's results.json for one graded submission: the score and one entry per auto-graded test."""
+    """Gradescope's results.json for one graded submission: the score and one entry per auto-graded test. A bonus
+    test has max_score 0, so the points it earns show as extra credit, and the score includes them."""
     def outcome(test: str, max_points: float) -> str:
         if test in grade.failures:
             return shown(grade.failures[test])
@@ -116,7 +117,7 @@ def results_json(grade: grading.Grade, points: dict[str, float], shown) -> dict:
     output = "Graded by the kit's checks." if grade.status == "graded" else f"Status: {grade.status}."
     if grade.message:
         output += f" {shown(grade.message)}"
-    return {"score": grade.score, "output": output, "tests": tests}
+    return {"score": grade.score + grade.extra_credit, "output": output, "tests": tests}
 
 
 if __name__ == "__main__":
