@@ -470,7 +470,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   if not result.passed and result.aborted),
                 *_disagreements(judged, kernel_scores, settings.points, run)]
     grade = Grade(student, status, score=sum(points.values()), max_score=sum(settings.points.values()),
-                  manual_pending=any(needs for name, (_, _, needs) in scores.items() if name not in points),
+                  manual_pending=any(values[2] for name, values in scores.items() if name not in points),
                   message=_join(*messages), tests={**points, **bonus}, extra_credit=sum(bonus.values()),
                   seconds=seconds, flags=scan.scan_notebook(submitted),
                   failures={test: result.message.splitlines()[0] if result.message else "failed"
