@@ -17,6 +17,8 @@ or the output lose it without being timed.
 UNCACHED_VERIFY = "        return accept_drafts(logits[:, input_ids.shape[1] - 1:, :], draft_tokens)\n"
 DRAFT_ARGMAX = "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1), stays on the device\n"
 SAMPLED_ACCEPT = "        return accept_sampled(p, q, draft_tokens, self.generator)\n"
+LOOKUP_STARTS = ("        for start in range(len(ids) - n - 1, -1, -1):  # latest first; start = len(ids) - n is the "
+                 "tail itself\n")
 ROLLBACK_CROP = ("                crop_to(cache, length)\n"
                  "                self.caches[role] = (cache, held[:, :length])\n")
 
@@ -48,7 +50,7 @@ CATALOGUE = [
                    "else predicted[:, :0]\n"
                    "    return draft_tokens[:, :n_accepted], n_accepted, bonus_or_correction\n")],
         # The tokens stay right (a missing bonus costs a round, not a token) and the caches stay valid.
-        "fails": ["test_correction_and_bonus", "test_counts", "test_speedup"],
+        "fails": ["test_correction_and_bonus", "test_counts", "test_speedup", "test_lookup"],
         "message": "next_token is the bonus token",
     },
     {
@@ -60,7 +62,7 @@ CATALOGUE = [
                    "                            else accepted_tokens)\n"),
                   ("            if emitted[-1] in eos_ids:\n", "            if emitted and emitted[-1] in eos_ids:\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup", "test_sampling"],
+                  "test_speedup", "test_sampling", "test_lookup"],
         "message": "a round that emits no token",
     },
     {
@@ -74,7 +76,8 @@ CATALOGUE = [
     {
         "name": "no_room_round_uncounted",
         "description": "a round with no room for drafts is not counted as a round",
-        "edits": [("            proposed.append(k)\n            accepted.append(min(n_accepted, len(emitted)))\n",
+        "edits": [("            proposed.append(draft_tokens.shape[1])  # k, or fewer where a subclass drafts fewer\n"
+                   "            accepted.append(min(n_accepted, len(emitted)))\n",
                    "            if k > 0:\n                proposed.append(k)\n"
                    "                accepted.append(min(n_accepted, len(emitted)))\n")],
         "fails": ["test_counts"],
@@ -93,7 +96,7 @@ CATALOGUE = [
         "edits": [("            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)\n",
                    "            k = num_speculative_tokens\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup", "test_sampling"],
+                  "test_speedup", "test_sampling", "test_lookup"],
         "message": "a budget that ends mid-draft",
     },
     {
@@ -145,7 +148,7 @@ CATALOGUE = [
                    "            return None, 0\n",
                    "        if cache is None:\n            return None, 0\n"
                    "        return cache, min(common_prefix_length(held, input_ids), input_ids.shape[1] - 1)\n")],
-        "fails": ["test_cached_exact", "test_cache_use"],
+        "fails": ["test_cached_exact", "test_cache_use", "test_lookup"],
         "message": "still held a rejected draft token",
     },
     {
@@ -197,7 +200,7 @@ CATALOGUE = [
                    "        while False:\n")],
         # generate's own cache is kept and never re-sent, so test_cache_use passes: counts and speed catch it,
         # and the sampler, whose loop this is, samples nothing.
-        "fails": ["test_counts", "test_speedup", "test_sampling"],
+        "fails": ["test_counts", "test_speedup", "test_sampling", "test_lookup"],
         "message": "target forward passes for a decode that takes",
     },
     {
@@ -229,6 +232,23 @@ CATALOGUE = [
         "edits": [("        distribution = p[0, k]\n", "        distribution = q[0, k - 1] if k else p[0, 0]\n")],
         "fails": ["test_sampling"],
         "message": "never from the draft's q",
+    },
+    # --- the bonus: prompt lookup -------------------------------------------------------------------
+    {
+        "name": "lookup_matches_itself",
+        "description": "the n-gram search includes the last n tokens themselves, after which nothing follows, so "
+                       "lookup never proposes a draft",
+        "edits": [(LOOKUP_STARTS, "        for start in range(len(ids) - n, -1, -1):\n")],
+        "fails": ["test_lookup"],
+        "message": "are not an earlier occurrence",
+    },
+    {
+        "name": "lookup_proposes_the_match",
+        "description": "lookup proposes the matched n-gram itself instead of the tokens that follow it",
+        "edits": [("                return ids[start + n:start + n + k]\n",
+                   "                return ids[start:start + k]\n")],
+        "fails": ["test_lookup"],
+        "message": "the matched tokens themselves",
     },
     # --- correct variants ---------------------------------------------------------------------------
     {
@@ -317,6 +337,13 @@ CATALOGUE = [
                    "        if u >= (p_drafts[n_accepted] / q_drafts[n_accepted]).item():\n"
                    "            break\n"
                    "        n_accepted += 1\n")],
+        "fails": [],
+    },
+    {
+        "name": "variant_lookup_earliest_match",
+        "description": "prompt lookup drafting from the earliest earlier occurrence of the n-gram, as HF does",
+        "edits": [(LOOKUP_STARTS,
+                   "        for start in range(len(ids) - n):  # the earliest occurrence first, as HF\n")],
         "fails": [],
     },
 ]

@@ -6,6 +6,7 @@ path in the grading process (`verdict.load_plan`); no student's kernel has it on
 Every check takes the runner the grader gives it (the probes run in a child process, the judging here).
 """
 
+import random
 from pathlib import Path
 
 from specdec_kit import checks, zoo
@@ -60,6 +61,17 @@ def check_cache_use(decoder):
     checks.check_cache_use(decoder, starts=_starts(70, 4), k=3)
 
 
+def _lookup_sequences(count: int, seed: int) -> tuple[tuple[list[int], int], ...]:
+    """Seeded sequences over a few tokens, so that their n-grams repeat, each with a k."""
+    rng = random.Random(seed)
+    return tuple(([rng.randrange(3, 9) for _ in range(rng.randrange(6, 15))], (1, 3, 5)[i % 3]) for i in range(count))
+
+
+def check_lookup(decoder):
+    checks.check_lookup(decoder, draft_cases=_lookup_sequences(8, seed=5), tiny_pair="tiny-b",
+                        tiny_prompts=PROMPTS[:2], scripted_cases=((80, 10, 5, 22), (110, 5, 2, 14)))
+
+
 def check_sampling(decoder):
     checks.check_sampling(decoder, cases=(checks.SamplingCase(PROMPTS[2], 3, 1.2, 0.95, seed=7),))
 
@@ -79,4 +91,5 @@ TESTS = {
     "test_cache_use": ("CachedSpeculativeDecoder", [checks.check_cache_use, check_cache_use]),
     "test_speedup": ("CachedSpeculativeDecoder", [checks.gate_rounds]),
     "test_sampling": ("SpeculativeSampler", [checks.check_sampling, check_sampling]),
+    "test_lookup": ("PromptLookupDecoder", [checks.check_lookup, check_lookup]),
 }

@@ -48,10 +48,11 @@
 # | 2. speed | `test_speedup` | 10 |
 # | report | graded by hand | 10 |
 # | bonus: speculative sampling | `test_sampling` | +5 extra credit |
+# | bonus: prompt lookup | `test_lookup` | +3 extra credit |
 #
 # The uncached part (60 points) and the cached part (30 points) are graded separately: a correct
-# decoder without caches loses only the cached part. The bonus part, after the report, earns extra credit
-# on top of the 100 and costs nothing if left as it is.
+# decoder without caches loses only the cached part. The bonus parts, after the report, earn extra credit
+# on top of the 100 and cost nothing if left as they are.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 # Set-up (locked): on Colab, install the kit's support package at the course's pinned version.
@@ -190,8 +191,8 @@ class SpeculativeDecoder:
         # Until max_tokens new tokens or EOS, per round:
         # 1. draft k = min(num_speculative_tokens, tokens left - 1) tokens (none if k is 0);
         # 2-3. verify them in one target pass: accepted drafts, and the target's own next token;
-        # 4. append them (truncate_at_eos), record proposed/accepted counts, and roll back: self.rollback(L +
-        #    n_accepted), L the length before the round, keeps the positions the text now holds for certain;
+        # 4. append them (truncate_at_eos), record the counts (proposed: the drafts the round checked), and roll
+        #    back: self.rollback(L + n_accepted), L the length before the round, keeps what the text holds for certain;
         # 5. stop after an EOS.
         # Every round appends at least the target's own token, a round with no room for drafts too (it
         # proposes 0 and counts as a round). accepted counts the accepted drafts that are kept: when an EOS
@@ -211,7 +212,7 @@ class SpeculativeDecoder:
             round_tokens = torch.cat([accepted_tokens, next_token], dim=1)
             emitted = truncate_at_eos(round_tokens[0].tolist(), eos_ids)
             new_tokens += emitted
-            proposed.append(k)
+            proposed.append(draft_tokens.shape[1])  # k, or fewer where a subclass drafts fewer
             accepted.append(min(n_accepted, len(emitted)))
             self.rollback(input_ids.shape[1] + n_accepted)
             input_ids = torch.cat([input_ids, round_tokens], dim=1)
@@ -713,3 +714,86 @@ sampled = bench.compare({"SpeculativeSampler": SpeculativeSampler}, TARGET, DRAF
                         device=DEVICE, methods=list(bench.SAMPLING_METHODS), temperatures=list(sweep.temperatures))
 figure = plot_bench(sampled)
 pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acceptance_rate", "alpha"]].round(3)
+
+# %% [markdown]
+# ## Bonus: prompt lookup (extra credit)
+#
+# Text often repeats what came before: a summary quotes its source, code reuses its own names, a list
+# repeats its pattern. Prompt lookup (Saxena, 2023; `generate(prompt_lookup_num_tokens=k)` in transformers)
+# drafts without any draft model: it takes the text's last n tokens, finds an earlier place in the prompt or
+# the text so far where the same n tokens occur, and proposes the (up to k) tokens that followed them there.
+# The target checks them as in Part 1, so the output is still exactly its greedy output; drafts cost a search
+# instead of k draft forwards, and where the text does not repeat the round proposes nothing and emits the
+# target's one token.
+#
+# `lookup_drafts(ids, k, max_ngram_size)` tries n = max_ngram_size, then smaller n down to 1, and for the
+# first n whose last n tokens occur earlier returns the up to k tokens after the latest earlier occurrence
+# (HF takes the earliest one; both are correct). The last n tokens themselves are not an earlier occurrence:
+# nothing follows them yet. With no match it returns `[]`. `PromptLookupDecoder` loads the target alone and
+# keeps Part 2's loop, caches and rollback; `generate_draft_tokens` returns the looked-up tokens, shape
+# (1, n) with n <= k (n = 0 when nothing matches). Example, max_ngram_size 3, k 2:
+# `ids = [5, 6, 7, 8, 5, 6]`: `[8, 5, 6]` occurs nowhere earlier, `[5, 6]` does at index 0, so the drafts are
+# `[7, 8]`.
+#
+# `test_lookup` (extra credit, 3 points) checks the drafts on given sequences, the output against the target's
+# greedy output, and the rounds on the kit's `scripted` pair against what lookup drafting must achieve there.
+
+
+# %% nbgrader={"grade": false, "grade_id": "prompt_lookup_decoder", "locked": false, "schema_version": 3, "solution": true}
+class PromptLookupDecoder(CachedSpeculativeDecoder):
+    """Speculative decoding whose drafts are looked up in the text so far: no draft model."""
+
+    def __init__(self, target_model_name: str, draft_model_name: str | None = None, device: str = "cuda",
+                 dtype: torch.dtype | None = None, max_ngram_size: int = 3) -> None:
+        """Load the target alone (draft_model_name is accepted, for the kit's benchmark, and ignored)."""
+        self.device = resolve_device(device)
+        self.dtype = dtype or default_dtype(self.device)
+        self.target_model, self.target_tokenizer = self.initialize_target_model(target_model_name)
+        self.draft_model = self.draft_tokenizer = None
+        self.max_ngram_size = max_ngram_size
+        self.reset_caches()
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              num_speculative_tokens: int = 4) -> torch.Tensor:
+        """Up to k drafts looked up in input_ids (1, L): shape (1, n), n <= k, on input_ids' device."""
+        check_k(num_speculative_tokens)
+        ### BEGIN SOLUTION
+        drafts = lookup_drafts(input_ids[0].tolist(), num_speculative_tokens, self.max_ngram_size)
+        return torch.tensor([drafts], dtype=input_ids.dtype, device=input_ids.device)  # [[]] is (1, 0)
+        ### END SOLUTION
+
+
+def lookup_drafts(ids: list[int], k: int, max_ngram_size: int = 3) -> list[int]:
+    """The up to k tokens after the latest earlier occurrence of ids' last n tokens, for the largest n <=
+    max_ngram_size that occurs earlier; [] if none does."""
+    ### BEGIN SOLUTION
+    for n in range(min(max_ngram_size, len(ids) - 1), 0, -1):
+        tail = ids[-n:]
+        for start in range(len(ids) - n - 1, -1, -1):  # latest first; start = len(ids) - n is the tail itself
+            if ids[start:start + n] == tail:
+                return ids[start + n:start + n + k]
+    return []
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_lookup", "locked": true, "points": 0, "schema_version": 3, "solution": false} specdec={"extra_credit": 3}
+"""Extra credit: prompt lookup's drafts, its output against target greedy, and its rounds on the scripted pair."""
+from specdec_kit import checks
+
+checks.check_lookup(PromptLookupDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_lookup(PromptLookupDecoder)
+### END HIDDEN TESTS
+
+# %% tags=["demo"]
+# Prompt lookup beside your model-drafted decoder and HF's prompt lookup, on the sweep above: the target's greedy
+# tokens every time, with fewer target forwards per token where the text repeats.
+lookup = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder, "PromptLookupDecoder": PromptLookupDecoder},
+                       TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
+                       repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
+                       methods=["target_greedy", "cached", *bench.LOOKUP_METHODS])
+figure = plot_bench(lookup)
+pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token", "acceptance_rate"]].round(3)

@@ -184,6 +184,25 @@ else:
     dist = dist / dist.sum()
 return draft_tokens[:, :n], n, torch.multinomial(dist, 1, generator=generator).view(1, 1)
 """,
+    # PromptLookupDecoder.generate_draft_tokens
+    """\
+found = lookup_drafts(input_ids.view(-1).tolist(), num_speculative_tokens, self.max_ngram_size)
+out = input_ids.new_zeros((1, len(found)))
+out[0, :] = torch.as_tensor(found, dtype=input_ids.dtype)
+return out
+""",
+    # lookup_drafts
+    """\
+size = min(max_ngram_size, len(ids) - 1)
+while size >= 1:
+    last = tuple(ids[len(ids) - size:])
+    hits = [i for i in range(len(ids) - size) if tuple(ids[i:i + size]) == last]
+    if hits:
+        after = hits[-1] + size
+        return list(ids[after:after + k])
+    size -= 1
+return []
+""",
 ]
 _REGION = re.compile(rf"^([ \t]*){re.escape(BEGIN_SOLUTION)}\n.*?^[ \t]*{re.escape(END_SOLUTION)}", re.S | re.M)
 

@@ -131,8 +131,9 @@ def test_batch_scores_come_from_the_verdict(batch):
     _, feedback_dir, grades, finished = batch
     assert len(finished) == 3, f"progress is called once per submission; got {len(finished)}"
     assert (grades["amy"].status, grades["amy"].score, grades["amy"].max_score) == ("graded", 90, 90), grades["amy"]
-    assert grades["amy"].extra_credit == 5 and grades["amy"].tests["test_sampling"] == 5, \
-        f"the solution's sampler earns the bonus test's 5 points of extra credit: {grades['amy']}"
+    bonus = (grades["amy"].tests["test_sampling"], grades["amy"].tests["test_lookup"])
+    assert grades["amy"].extra_credit == 8 and bonus == (5, 3), \
+        f"the solution's sampler and lookup earn the bonus tests' 5 + 3 points of extra credit: {grades['amy']}"
     for student in ("zed", "mallory"):
         assert grades[student].status == "graded" and grades[student].score == 0, grades[student]
         assert grades[student].extra_credit == 0, grades[student]
@@ -159,8 +160,8 @@ def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
         extra = dict(db.execute("SELECT s.student_id, g.extra_credit FROM grade g "
                                 "JOIN submitted_notebook n ON g.notebook_id = n.id "
                                 "JOIN submitted_assignment s ON n.assignment_id = s.id "
-                                "JOIN base_cell c ON g.cell_id = c.id WHERE c.name = 'test_sampling'").fetchall())
-    assert extra == {"amy": 5, "zed": 0, "mallory": 0}, f"the bonus test's extra credit in the gradebook: {extra}"
+                                "JOIN base_cell c ON g.cell_id = c.id WHERE c.name = 'test_lookup'").fetchall())
+    assert extra == {"amy": 3, "zed": 0, "mallory": 0}, f"a bonus test's extra credit in the gradebook: {extra}"
 
 
 @pytest.mark.slow
@@ -185,20 +186,20 @@ def test_feedback_shows_the_verdict_and_can_be_made_again_after_manual_grading(b
 
 @pytest.mark.slow
 def test_export_totals_every_student_and_waits_for_the_hand_graded_report(batch, tmp_path):
-    """After amy's report is graded by hand (the test above): her total is 90 + 7 + 5 extra credit; roster student
+    """After amy's report is graded by hand (the test above): her total is 90 + 7 + 8 extra credit; roster student
     ann is missing."""
     course, _, _, _ = batch
     due = datetime.now(timezone.utc) - timedelta(days=1)
     grades = {g.student: g for g in export.class_grades(course.parent, Deadline(due, 60), roster=["ann"])}
     assert sorted(grades) == ["amy", "ann", "mallory", "zed"], f"every graded and roster student: {sorted(grades)}"
     assert (grades["amy"].auto, grades["amy"].manual, grades["amy"].extra_credit, grades["amy"].total) == (
-        90, 7, 5, 102), grades["amy"]
+        90, 7, 8, 105), grades["amy"]
     assert grades["zed"].manual == 0 and grades["ann"].status == "missing", (grades["zed"], grades["ann"])
     assert grades["amy"].late_by and grades["amy"].late_by > timedelta(hours=22), \
         f"a file from today is late against yesterday's deadline with an hour's grace: {grades['amy'].late_by}"
     export.write_gradescope(list(grades.values()), tmp_path / "gs.csv")
     rows = {r["SID"]: r for r in csv.DictReader((tmp_path / "gs.csv").open())}
-    assert (rows["amy"]["Total Score"], rows["amy"]["Late"], rows["ann"]["Status"]) == ("102", "yes", "missing"), \
+    assert (rows["amy"]["Total Score"], rows["amy"]["Late"], rows["ann"]["Status"]) == ("105", "yes", "missing"), \
         f"Gradescope's rows carry the total, the late flag and the status: {rows}"
 
 

@@ -120,3 +120,37 @@ def draft_chain(start: int, k: int) -> list[int]:
     while len(chain) < k:
         chain.append(script.draft_next[chain[-1]])
     return chain
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt lookup
+
+
+def lookup_match(ids: list[int], max_ngram_size: int = 3, latest: bool = True) -> tuple[int, int] | None:
+    """(n, start) of an earlier occurrence ids[start:start + n] of ids' last n tokens, for the largest n <=
+    max_ngram_size that occurs earlier: the latest occurrence, or the earliest (HF's) with `latest=False`."""
+    for n in range(min(max_ngram_size, len(ids) - 1), 0, -1):
+        starts = range(len(ids) - n)  # every start but the last n tokens' own
+        for start in reversed(starts) if latest else starts:
+            if ids[start:start + n] == ids[-n:]:
+                return n, start
+    return None
+
+
+def lookup_drafts(ids: list[int], k: int, max_ngram_size: int = 3, latest: bool = True) -> list[int]:
+    """Prompt lookup's drafts: the up to k tokens after `lookup_match`'s occurrence; [] if there is none."""
+    match = lookup_match(ids, max_ngram_size, latest)
+    return ids[sum(match):sum(match) + k] if match else []
+
+
+def lookup_rounds(prompt_ids: list[int], expected: list[int], k: int, max_ngram_size: int = 3,
+                  latest: bool = True) -> int:
+    """The rounds prompt lookup takes to emit `expected` (the target's greedy tokens) after `prompt_ids`: each round
+    looks up min(k, budget left - 1) drafts, keeps those the target agrees with and adds the target's own token."""
+    done, rounds = 0, 0
+    while done < len(expected):
+        room = min(k, len(expected) - done - 1)
+        drafts = lookup_drafts(prompt_ids + expected[:done], room, max_ngram_size, latest) if room > 0 else []
+        agreed = first_difference(drafts, expected[done:done + len(drafts)])
+        done, rounds = done + agreed + 1, rounds + 1
+    return rounds

@@ -9,7 +9,8 @@ the forward calls seen on its models, never by numbers it reports about itself (
 reference answers come from `reference.py`. A check takes the class itself (the probes run in this
 process) or a runner with the same `run(request)` method; grading passes one that runs the probes in
 another process, so that the judging happens where the student's methods cannot reach it. `check_sampling`
-(`sampling.py`) judges a sampler's output distribution by chi-square tests; `check_speedup` (`speed.py`)
+(`sampling.py`) judges a sampler's output distribution by chi-square tests, `check_lookup` (`lookup.py`)
+prompt lookup's drafts and rounds; `check_speedup` (`speed.py`)
 also times the cached decoder against HF assisted generation with the kit's benchmark.
 """
 
@@ -30,6 +31,7 @@ from .behaviour import (
     unfed_position,
 )
 from .core import CheckFailed, LocalRunner, as_runner, decoded, require, require_seen_forwards
+from .lookup import check_lookup
 from .sampling import SamplingCase, check_sampling
 from .speed import (
     NEAR_TIE,
@@ -54,8 +56,8 @@ __all__ = [
     "K_VALUES", "NEAR_TIE", "PROMPTS", "SPEEDUP_K", "SPEEDUP_MIN_RATIO", "SPEEDUP_PROMPTS", "SPEEDUP_REPEATS",
     "SPEEDUP_TOKENS", "CheckFailed", "LocalRunner", "SamplingCase", "as_runner", "check_cache_use",
     "check_correction_and_bonus", "check_counts", "check_draft_tokens", "check_eos_and_budget", "check_exact",
-    "check_loading", "check_speedup", "check_sampling", "check_verify_alignment", "decoded", "describe_speed",
-    "eos_and_budget_cases", "first_after", "gate_rounds",
+    "check_loading", "check_lookup", "check_speedup", "check_sampling", "check_verify_alignment", "decoded",
+    "describe_speed", "eos_and_budget_cases", "first_after", "gate_rounds",
     "judge_speedup", "measure_speedup", "near_tie_accepted", "require", "require_seen_forwards", "speed_summary",
     "speedup_repeats", "stale_cache_position", "timing_lock", "timing_plan", "unfed_position",
 ]
