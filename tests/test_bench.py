@@ -33,8 +33,8 @@ def test_json_follows_schema_and_files_exist(tiny_run):
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (
         f"bench.png should be a PNG file, got a file starting {(out / 'bench.png').read_bytes()[:8]!r}"
     )
-    assert (out / "bench.csv").read_text().startswith("method,k,temperature,prompt_id,repeat"), (
-        f"bench.csv should start with the header method,k,temperature,prompt_id,repeat, "
+    assert (out / "bench.csv").read_text().startswith("method,k,temperature,prompt_id,category,repeat"), (
+        f"bench.csv should start with the header method,k,temperature,prompt_id,category,repeat, "
         f"got {(out / 'bench.csv').read_text()[:80]!r}"
     )
 
@@ -217,3 +217,24 @@ def test_sampled_rows_are_paired_with_the_targets_own_sampling(tiny_dirs):
     assert all(s["identical_all"] is None for s in summary.values()), "nor summarised as identical"
     labels = [t.get_text() for t in plot_bench(document).legends[0].get_texts()]
     assert "sampling (T=0.7)" in labels and "hf_assisted_sampling (T=0.7)" in labels, labels
+
+
+def test_lookup_rows_use_no_draft_model_and_give_the_targets_tokens(tiny_dirs):
+    """Prompt lookup's rows (the notebook's and HF's): greedy, identical to target greedy, no draft forward, and
+    summarised per prompt category beside the model-drafted decoder."""
+    from specdec_kit.adapters import load_decoder_classes
+
+    classes = load_decoder_classes(REPO / "solutions" / "speculative_decoding.ipynb",
+                                   ("CachedSpeculativeDecoder", "PromptLookupDecoder"))
+    prompts = load_prompts()[:2]
+    document = bench.compare(classes, *tiny_dirs, prompts, [3], repeats=1, max_new_tokens=40, progress=False,
+                             methods=["target_greedy", "cached", *bench.LOOKUP_METHODS])
+    bench.validate(document)
+    lookup_rows = [r for r in document["rows"] if r["method"] in bench.LOOKUP_METHODS]
+    assert lookup_rows and all(r["identical_to_target"] for r in lookup_rows), \
+        "prompt lookup is verified greedily: its tokens are the target's"
+    assert all(r["draft_forwards"] == 0 for r in lookup_rows), "no draft model runs for prompt lookup"
+    assert all(r["target_forwards"] < r["new_tokens"] for r in lookup_rows), \
+        "the tiny pair's text repeats within 40 tokens, so some drafts are accepted"
+    categories = {(e["method"], e["category"]) for e in document["by_category"]}
+    assert categories == {(m, p.category) for m in ("cached", *bench.LOOKUP_METHODS) for p in prompts}, categories

@@ -11,11 +11,14 @@ On one pair, one machine and the same prompts, in one run, it times:
 and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling methods:
 - `target_sampling`: the target's own `generate(do_sample=True)` (the baseline of the sampled rows);
 - `hf_assisted_sampling`: `generate(assistant_model=draft, do_sample=True)`, HF's speculative sampling;
-- `sampling`: the notebook's `SpeculativeSampler`.
+- `sampling`: the notebook's `SpeculativeSampler`;
+and the model-free drafting methods, greedy and so judged against `target_greedy` (tokens identical):
+- `hf_prompt_lookup`: `generate(prompt_lookup_num_tokens=k, max_matching_ngram_size=3)`, no draft model;
+- `prompt_lookup`: the notebook's `PromptLookupDecoder`.
 Sampled rows are compared with `target_sampling` at their temperature: the same distribution, not the same
 tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
-so drift hits all alike. Forward calls are counted and timed by hooks on the models (`counting.py`),
-never taken from the decoder. The figures (`rows`, `summary`, `micro`) follow `bench_schema.json`.
+so drift hits all alike. Forward calls are counted and timed by hooks on the models (`timing.py`),
+never taken from the decoder. The figures (`rows`, `summary`, `by_category`, `micro`) follow `bench_schema.json`.
 """
 
 from __future__ import annotations
@@ -43,12 +46,14 @@ from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, NoProgress, Observer, synchronize, timed
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
 SAMPLING_METHODS = ("target_sampling", "hf_assisted_sampling", "sampling")
+LOOKUP_METHODS = ("hf_prompt_lookup", "prompt_lookup")
+LOOKUP_NGRAM = 3  # the largest n-gram both lookups match: HF's max_matching_ngram_size, PromptLookupDecoder's default
 BASELINES = ("target_greedy", "target_sampling")
 DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder",
-                   "sampling": "SpeculativeSampler"}
+                   "sampling": "SpeculativeSampler", "prompt_lookup": "PromptLookupDecoder"}
 SAMPLING_SEED = 0
 CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
 MICRO_REPEATS = 15
@@ -174,6 +179,19 @@ def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[l
     return proposed, accepted
 
 
+def run_hf_prompt_lookup(setup: Setup, prompt: str, max_new_tokens: int, k: int,
+                         temperature: float | None = None) -> Decoded:
+    """HF's prompt lookup: up to k drafts per round from n-gram matches (no fixed count, so no k check)."""
+    ids = encode(setup, prompt)
+    with ForwardRecorder(setup.target) as calls:
+        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), prompt_lookup_num_tokens=k,
+                                    max_matching_ngram_size=LOOKUP_NGRAM, max_new_tokens=max_new_tokens,
+                                    do_sample=False)
+    tokens = out[0, ids.shape[1]:].tolist()
+    proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
+    return Decoded(tokens, proposed, accepted)
+
+
 def run_decoder(method: str) -> Callable:
     def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
         decoder = setup.decoders[method]
@@ -190,7 +208,8 @@ def run_decoder(method: str) -> Callable:
 RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
            "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached"),
            "target_sampling": run_target_sampling, "hf_assisted_sampling": run_hf_assisted,
-           "sampling": run_decoder("sampling")}
+           "sampling": run_decoder("sampling"), "hf_prompt_lookup": run_hf_prompt_lookup,
+           "prompt_lookup": run_decoder("prompt_lookup")}
 
 
 def encode(setup: Setup, prompt: str) -> torch.Tensor:
@@ -215,7 +234,7 @@ def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_to
             ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
         outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new_tokens, k, temperature)
     row = {
-        "method": method, "k": k, "temperature": temperature, "prompt_id": prompt.id,
+        "method": method, "k": k, "temperature": temperature, "prompt_id": prompt.id, "category": prompt.category,
         "new_tokens": len(outcome.token_ids), "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
         "target_forwards": len(target_calls), "draft_forwards": len(draft_calls),
         "target_input_lengths": [c.new_tokens for c in target_calls],
@@ -231,9 +250,8 @@ def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_to
 
 
 def _model_of(setup: Setup, method: str, role: str) -> torch.nn.Module:
-    if method in DECODER_METHODS:
-        return getattr(setup.decoders[method], f"{role}_model")
-    return setup.target if role == "target" else setup.draft
+    own = getattr(setup.decoders[method], f"{role}_model") if method in DECODER_METHODS else None
+    return own or (setup.target if role == "target" else setup.draft)  # a lookup decoder has no draft model
 
 
 @torch.inference_mode()
@@ -285,6 +303,7 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
             "acceptance_rate": None, "alpha": None, "tokens_per_round": None, "c": c,
             "predicted_speedup": None, "forward_bound_speedup": None,
             "efficiency": float(group.forward_seconds.sum() / group.seconds.sum()),
+            **forwards_per_token(group),
             "identical_all": bool(identical.all()) if len(identical) else None,
         }
         if k is not None:
@@ -300,6 +319,27 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
             })
         summary.append(entry)
     return summary
+
+
+def forwards_per_token(rows: pd.DataFrame) -> dict:
+    """Target and draft forward passes per new token over `rows`: the cost the clock does not see."""
+    tokens = rows.new_tokens.sum()
+    return {"target_forwards_per_token": float(rows.target_forwards.sum() / tokens),
+            "draft_forwards_per_token": float(rows.draft_forwards.sum() / tokens)}
+
+
+def summarize_by_category(rows: list[dict]) -> list[dict]:
+    """Per method, k and prompt category: forwards per token and the median paired speedup over target greedy
+    (greedy methods only: where each kind of drafting wins depends on what the text repeats)."""
+    table = pd.DataFrame(rows)
+    greedy = table[table.temperature.isna()] if "temperature" in table else table
+    base = greedy[greedy.method == "target_greedy"].set_index(["prompt_id", "repeat"])["tokens_per_s"]
+    entries = []
+    for (method, k, category), group in greedy[greedy.k.notna()].groupby(["method", "k", "category"], sort=False):
+        paired = group.tokens_per_s.to_numpy() / base.loc[list(zip(group.prompt_id, group.repeat))].to_numpy()
+        entries.append({"method": method, "k": int(k), "category": category, "prompts": int(group.prompt_id.nunique()),
+                        "speedup": float(pd.Series(paired).median()), **forwards_per_token(group)})
+    return entries
 
 
 def baseline_of(method: str) -> str:
@@ -429,7 +469,7 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,
            k_values: list[int]) -> dict:
     """The JSON document `bench` writes (see bench_schema.json)."""
-    public = ("method", "k", "temperature", "prompt_id", "repeat", "new_tokens", "seconds", "tokens_per_s",
+    public = ("method", "k", "temperature", "prompt_id", "category", "repeat", "new_tokens", "seconds", "tokens_per_s",
               "acceptance_rate", "alpha", "tokens_per_round", "target_forwards", "draft_forwards",
               "identical_to_target", "target_input_lengths", "draft_input_lengths", "forward_seconds", "rounds",
               "proposed", "accepted", "rejections")
@@ -440,6 +480,9 @@ def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, tar
         "python": platform.python_version(), "k_values": k_values, "micro": micro,
         "rows": [{key: _plain(row.get(key)) for key in public} for row in rows],
         "summary": [{key: _plain(value) for key, value in entry.items()} for entry in summarize(rows, micro)],
+        "by_category": [{key: _plain(value) for key, value in entry.items()}
+                        for entry in (summarize_by_category(rows) if "target_greedy" in {r["method"] for r in rows}
+                                      else [])],
     }
 
 

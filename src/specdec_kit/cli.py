@@ -124,7 +124,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if any(t <= 0 for t in temperatures):
         raise ValueError(f"--temperatures must be above 0 (greedy is the default methods), got {temperatures}")
     methods = args.methods.split(",") + (list(bench.SAMPLING_METHODS) if temperatures else [])
-    known = bench.METHODS + bench.SAMPLING_METHODS
+    known = bench.METHODS + bench.LOOKUP_METHODS + bench.SAMPLING_METHODS
     unknown = set(methods) - set(known)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(known)}")
@@ -137,7 +137,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     micro = document["micro"]
     paths = bench.write_outputs(document, Path(args.out), Path(args.json) if args.json else None)
     columns = ["method", "k", "temperature", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
-               "predicted_speedup", "forward_bound_speedup", "efficiency", "identical_all"]
+               "predicted_speedup", "forward_bound_speedup", "target_forwards_per_token", "efficiency", "identical_all"]
     summary = pd.DataFrame(document["summary"])[columns]
     print(f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
           f"{document['threads']} threads, {len(run.prompts)} prompts x {args.repeats} repeats; "
@@ -145,6 +145,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
           + ", ".join(f"{k}: {v / micro['target_1']:.2f}" for k, v in micro["target_verify"].items()))
     with pd.option_context("display.width", 200):
         print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
+        if any(m in bench.LOOKUP_METHODS for m in methods):  # where lookup wins depends on what the text repeats
+            by_category = pd.DataFrame(document["by_category"]).pivot_table(
+                index=["category", "k"], columns="method", values=["speedup", "target_forwards_per_token"])
+            print("by prompt category:\n" + by_category.to_string(float_format=lambda x: f"{x:.2f}"))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     print(json.dumps({"summary": document["summary"], "micro": micro}))
     return 0 if summary.identical_all.dropna().all() or document["dtype"] != "float32" else 1
@@ -461,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--k", default="1,2,4,8", help="comma-separated k values")
     bench.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt")
     bench.add_argument("--methods", default="target_greedy,hf_assisted,no_cache,cached",
-                       help="comma-separated subset of target_greedy,hf_assisted,no_cache,cached")
+                       help="comma-separated subset of target_greedy,hf_assisted,no_cache,cached and the "
+                            "model-free hf_prompt_lookup,prompt_lookup (the notebook's PromptLookupDecoder)")
     bench.add_argument("--temperatures", default="",
                        help="also time speculative sampling (target_sampling, hf_assisted_sampling and the notebook's "
                             "SpeculativeSampler) at these comma-separated temperatures, e.g. 0.7,1.0")

@@ -12,7 +12,8 @@ import pandas as pd
 from .theory import leviathan_speedup
 
 STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "cached": ("tab:blue", "o"),
-         "hf_assisted_sampling": ("tab:brown", "D"), "sampling": ("tab:purple", "v")}
+         "hf_assisted_sampling": ("tab:brown", "D"), "sampling": ("tab:purple", "v"),
+         "hf_prompt_lookup": ("tab:olive", "P"), "prompt_lookup": ("tab:cyan", "X")}
 SAMPLED_LINES = ("--", "-.", ":")  # one line style per temperature of the sampled methods
 
 
