@@ -50,7 +50,7 @@ CATALOGUE = [
                    "else predicted[:, :0]\n"
                    "    return draft_tokens[:, :n_accepted], n_accepted, bonus_or_correction\n")],
         # The tokens stay right (a missing bonus costs a round, not a token) and the caches stay valid.
-        "fails": ["test_correction_and_bonus", "test_counts", "test_speedup", "test_lookup"],
+        "fails": ["test_correction_and_bonus", "test_counts", "test_speedup", "test_lookup", "test_adaptive"],
         "message": "next_token is the bonus token",
     },
     {
@@ -62,7 +62,7 @@ CATALOGUE = [
                    "                            else accepted_tokens)\n"),
                   ("            if emitted[-1] in eos_ids:\n", "            if emitted and emitted[-1] in eos_ids:\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup", "test_sampling", "test_lookup"],
+                  "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "a round that emits no token",
     },
     {
@@ -96,7 +96,7 @@ CATALOGUE = [
         "edits": [("            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)\n",
                    "            k = num_speculative_tokens\n")],
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
-                  "test_speedup", "test_sampling", "test_lookup"],
+                  "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "a budget that ends mid-draft",
     },
     {
@@ -148,7 +148,7 @@ CATALOGUE = [
                    "            return None, 0\n",
                    "        if cache is None:\n            return None, 0\n"
                    "        return cache, min(common_prefix_length(held, input_ids), input_ids.shape[1] - 1)\n")],
-        "fails": ["test_cached_exact", "test_cache_use", "test_lookup"],
+        "fails": ["test_cached_exact", "test_cache_use", "test_lookup", "test_adaptive"],
         "message": "still held a rejected draft token",
     },
     {
@@ -200,7 +200,7 @@ CATALOGUE = [
                    "        while False:\n")],
         # generate's own cache is kept and never re-sent, so test_cache_use passes: counts and speed catch it,
         # and the sampler, whose loop this is, samples nothing.
-        "fails": ["test_counts", "test_speedup", "test_sampling", "test_lookup"],
+        "fails": ["test_counts", "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "target forward passes for a decode that takes",
     },
     {
@@ -249,6 +249,22 @@ CATALOGUE = [
                    "                return ids[start:start + k]\n")],
         "fails": ["test_lookup"],
         "message": "the matched tokens themselves",
+    },
+    # --- the bonus: adaptive k ----------------------------------------------------------------------
+    {
+        "name": "adaptive_no_confidence_stop",
+        "description": "adaptive k drafts every planned token, also after one the draft is unsure of",
+        "edits": [("            if confidence.item() < self.confidence_threshold:  # a host sync: whether to go on "
+                   "depends on it\n                break\n", "")],
+        "fails": ["test_adaptive"],
+        "message": "stop drafting right after such a token",
+    },
+    {
+        "name": "adaptive_never_shrinks",
+        "description": "the schedule grows k after a fully accepted round but keeps it after a rejection",
+        "edits": [("        return max(1, k - 1)\n", "        return k\n")],
+        "fails": ["test_adaptive"],
+        "message": "k shrinks by 1",
     },
     # --- correct variants ---------------------------------------------------------------------------
     {

@@ -72,6 +72,10 @@ def check_lookup(decoder):
                         tiny_prompts=PROMPTS[:2], scripted_cases=((80, 10, 5, 22), (110, 5, 2, 14)))
 
 
+def check_adaptive(decoder):
+    checks.check_adaptive(decoder, cases=((90, 2, 36), (120, 5, 30)), tiny_pair="tiny-b", tiny_prompts=PROMPTS[1:])
+
+
 def check_sampling(decoder):
     checks.check_sampling(decoder, cases=(checks.SamplingCase(PROMPTS[2], 3, 1.2, 0.95, seed=7),))
 
@@ -92,4 +96,5 @@ TESTS = {
     "test_speedup": ("CachedSpeculativeDecoder", [checks.gate_rounds]),
     "test_sampling": ("SpeculativeSampler", [checks.check_sampling, check_sampling]),
     "test_lookup": ("PromptLookupDecoder", [checks.check_lookup, check_lookup]),
+    "test_adaptive": ("AdaptiveSpeculativeDecoder", [checks.check_adaptive, check_adaptive]),
 }

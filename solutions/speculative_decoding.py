@@ -49,6 +49,7 @@
 # | report | graded by hand | 10 |
 # | bonus: speculative sampling | `test_sampling` | +5 extra credit |
 # | bonus: prompt lookup | `test_lookup` | +3 extra credit |
+# | bonus: adaptive k | `test_adaptive` | +3 extra credit |
 #
 # The uncached part (60 points) and the cached part (30 points) are graded separately: a correct
 # decoder without caches loses only the cached part. The bonus parts, after the report, earn extra credit
@@ -797,3 +798,104 @@ lookup = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder, "P
                        methods=["target_greedy", "cached", *bench.LOOKUP_METHODS])
 figure = plot_bench(lookup)
 pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token", "acceptance_rate"]].round(3)
+
+# %% [markdown]
+# ## Bonus: adaptive k (extra credit)
+#
+# The best k depends on how often the draft agrees with the target, and that changes between texts and within
+# one. `AdaptiveSpeculativeDecoder` chooses each round's k from what happened so far, as Hugging Face's assisted
+# generation does with `num_assistant_tokens_schedule="heuristic"` and `assistant_confidence_threshold`:
+# - the schedule, `next_k(k, planned, drafted, n_accepted, max_k)`: after a round whose `planned` drafts were
+#   all drafted and all accepted, k grows by 2 (at most `max_k`); after a rejection it shrinks by 1 (at least 1);
+#   a round cut short by the confidence stop whose drafts were all accepted leaves k as it was;
+# - the confidence stop, in `generate_draft_tokens`: drafting ends after a token to which the draft gives a
+#   probability (softmax of its logits) below `confidence_threshold` (0.4, HF's default), since the drafts after
+#   an unsure one are likely to be rejected.
+#
+# `num_speculative_tokens` is the first round's k. The class keeps Part 2's loop and caches: it passes the loop
+# `max_k` as the largest k, so each round drafts up to min(self.k, the budget's room) tokens, and updates
+# `self.k` after each verification. `test_adaptive` (extra credit, 3 points) checks the drafts of every round on
+# the kit's `scripted` pair, where the draft is unsure after some tokens and wrong after others, and the output
+# against the target's greedy output.
+
+
+# %% nbgrader={"grade": false, "grade_id": "adaptive_speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
+class AdaptiveSpeculativeDecoder(CachedSpeculativeDecoder):
+    """Speculative decoding with k chosen per round: HF's heuristic schedule and a stop on low draft confidence."""
+
+    def __init__(self, *args, confidence_threshold: float = 0.4, max_k: int = 16, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.confidence_threshold, self.max_k = confidence_threshold, max_k
+        self.k = self.planned = None  # this round's k, and the drafts it planned (min(k, the budget's room))
+
+    def speculative_decode(self, prompt: str, max_tokens: int = 100,
+                           num_speculative_tokens: int = 4) -> DecodeResult:
+        check_k(num_speculative_tokens)
+        self.k = num_speculative_tokens  # the first round's; next_k gives the others
+        return super().speculative_decode(prompt, max_tokens, self.max_k)
+
+    @torch.inference_mode()
+    def generate_draft_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                              num_speculative_tokens: int = 4) -> torch.Tensor:
+        """Part 2's cached greedy drafting of up to self.planned = min(self.k, num_speculative_tokens) tokens,
+        ending after a token the draft gives probability below self.confidence_threshold: shape (1, n), n >= 1."""
+        check_k(num_speculative_tokens)
+        self.planned = min(self.k, num_speculative_tokens)
+        ### BEGIN SOLUTION
+        draft_cache, held = self.cached_prefix("draft", input_ids)
+        step_ids, tokens = input_ids[:, held:], []
+        for _ in range(self.planned):
+            step = self.draft_model(input_ids=step_ids, past_key_values=draft_cache, use_cache=True)
+            draft_cache = step.past_key_values
+            confidence, step_ids = step.logits[:, -1, :].float().softmax(dim=-1).max(dim=-1, keepdim=True)  # (1, 1)
+            tokens.append(step_ids)
+            if confidence.item() < self.confidence_threshold:  # a host sync: whether to go on depends on it
+                break
+        draft_tokens = torch.cat(tokens, dim=1)
+        self.caches["draft"] = (draft_cache, torch.cat([input_ids, draft_tokens[:, :-1]], dim=1))
+        return draft_tokens
+        ### END SOLUTION
+
+    def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
+                                 attention_mask: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """Part 2's verification; then the next round's k from this one's outcome (a round without drafts keeps it)."""
+        accepted_tokens, n_accepted, next_token = super().verify_tokens_vectorized(input_ids, draft_tokens,
+                                                                                   attention_mask)
+        if draft_tokens.shape[1]:
+            self.k = next_k(self.k, self.planned, draft_tokens.shape[1], n_accepted, self.max_k)
+        return accepted_tokens, n_accepted, next_token
+
+
+def next_k(k: int, planned: int, drafted: int, n_accepted: int, max_k: int) -> int:
+    """The next round's k: k + 2 (at most max_k) when all `planned` drafts were drafted and accepted, k - 1 (at
+    least 1) after a rejection (n_accepted < drafted), else k."""
+    ### BEGIN SOLUTION
+    if n_accepted < drafted:
+        return max(1, k - 1)
+    if drafted == planned:
+        return min(max_k, k + 2)
+    return k
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_adaptive", "locked": true, "points": 0, "schema_version": 3, "solution": false} specdec={"extra_credit": 3}
+"""Extra credit: adaptive k's drafts in every round on the scripted pair, and its output against target greedy."""
+from specdec_kit import checks
+
+checks.check_adaptive(AdaptiveSpeculativeDecoder)
+### BEGIN HIDDEN TESTS
+from autograder import hidden
+
+hidden.check_adaptive(AdaptiveSpeculativeDecoder)
+### END HIDDEN TESTS
+
+# %% tags=["demo"]
+# Adaptive k (first k 4) beside every fixed k of your cached decoder and HF's heuristic schedule, on the sweep above;
+# `specdec-kit adaptive` judges them on two pairs whose best fixed k differ.
+adaptive = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                          "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
+                         TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
+                         repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
+                         methods=["target_greedy", "cached", *bench.ADAPTIVE_METHODS])
+figure = plot_bench(adaptive)
+pd.DataFrame(adaptive["summary"])[["method", "k", "speedup", "target_forwards_per_token", "tokens_per_round"]].round(3)

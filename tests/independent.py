@@ -203,6 +203,28 @@ while size >= 1:
     size -= 1
 return []
 """,
+    # AdaptiveSpeculativeDecoder.generate_draft_tokens
+    """\
+kv, have = self.cached_prefix("draft", input_ids)
+step, made = input_ids[:, have:], []
+while len(made) < self.planned:
+    res = self.draft_model(input_ids=step, past_key_values=kv, use_cache=True)
+    kv = res.past_key_values
+    probs = torch.softmax(res.logits[0, -1].float(), dim=-1)
+    step = probs.argmax().view(1, 1)
+    made.append(step)
+    if float(probs[step[0, 0]]) < self.confidence_threshold:
+        break
+out = torch.cat(made, dim=1)
+self.caches["draft"] = (kv, torch.cat([input_ids, out[:, :-1]], dim=1))
+return out
+""",
+    # next_k
+    """\
+if n_accepted == drafted == planned:
+    return k + 2 if k + 2 <= max_k else max_k
+return k if n_accepted == drafted else max(k - 1, 1)
+""",
 ]
 _REGION = re.compile(rf"^([ \t]*){re.escape(BEGIN_SOLUTION)}\n.*?^[ \t]*{re.escape(END_SOLUTION)}", re.S | re.M)
 

@@ -131,9 +131,9 @@ def test_batch_scores_come_from_the_verdict(batch):
     _, feedback_dir, grades, finished = batch
     assert len(finished) == 3, f"progress is called once per submission; got {len(finished)}"
     assert (grades["amy"].status, grades["amy"].score, grades["amy"].max_score) == ("graded", 90, 90), grades["amy"]
-    bonus = (grades["amy"].tests["test_sampling"], grades["amy"].tests["test_lookup"])
-    assert grades["amy"].extra_credit == 8 and bonus == (5, 3), \
-        f"the solution's sampler and lookup earn the bonus tests' 5 + 3 points of extra credit: {grades['amy']}"
+    bonus = tuple(grades["amy"].tests[test] for test in ("test_sampling", "test_lookup", "test_adaptive"))
+    assert grades["amy"].extra_credit == 11 and bonus == (5, 3, 3), \
+        f"the solution's three bonus parts earn their 5 + 3 + 3 points of extra credit: {grades['amy']}"
     for student in ("zed", "mallory"):
         assert grades[student].status == "graded" and grades[student].score == 0, grades[student]
         assert grades[student].extra_credit == 0, grades[student]
@@ -186,20 +186,20 @@ def test_feedback_shows_the_verdict_and_can_be_made_again_after_manual_grading(b
 
 @pytest.mark.slow
 def test_export_totals_every_student_and_waits_for_the_hand_graded_report(batch, tmp_path):
-    """After amy's report is graded by hand (the test above): her total is 90 + 7 + 8 extra credit; roster student
+    """After amy's report is graded by hand (the test above): her total is 90 + 7 + 11 extra credit; roster student
     ann is missing."""
     course, _, _, _ = batch
     due = datetime.now(timezone.utc) - timedelta(days=1)
     grades = {g.student: g for g in export.class_grades(course.parent, Deadline(due, 60), roster=["ann"])}
     assert sorted(grades) == ["amy", "ann", "mallory", "zed"], f"every graded and roster student: {sorted(grades)}"
     assert (grades["amy"].auto, grades["amy"].manual, grades["amy"].extra_credit, grades["amy"].total) == (
-        90, 7, 8, 105), grades["amy"]
+        90, 7, 11, 108), grades["amy"]
     assert grades["zed"].manual == 0 and grades["ann"].status == "missing", (grades["zed"], grades["ann"])
     assert grades["amy"].late_by and grades["amy"].late_by > timedelta(hours=22), \
         f"a file from today is late against yesterday's deadline with an hour's grace: {grades['amy'].late_by}"
     export.write_gradescope(list(grades.values()), tmp_path / "gs.csv")
     rows = {r["SID"]: r for r in csv.DictReader((tmp_path / "gs.csv").open())}
-    assert (rows["amy"]["Total Score"], rows["amy"]["Late"], rows["ann"]["Status"]) == ("105", "yes", "missing"), \
+    assert (rows["amy"]["Total Score"], rows["amy"]["Late"], rows["ann"]["Status"]) == ("108", "yes", "missing"), \
         f"Gradescope's rows carry the total, the late flag and the status: {rows}"
 
 

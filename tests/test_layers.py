@@ -19,7 +19,7 @@ PACKAGE = REPO / "src" / "specdec_kit"
 LAYERS = {
     0: ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "reference",
         "theory", "sampling"],
-    1: ["probes", "bench", "plot", "demo", "checks", "adapters"],
+    1: ["probes", "bench", "adaptive_bench", "plot", "demo", "checks", "adapters"],
     2: ["course"],
     3: ["cli"],
 }

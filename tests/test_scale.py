@@ -75,19 +75,19 @@ def lost(document: dict) -> set[str]:
 
 def test_gradescope_solution_blank_bug_and_broken_file(containers):
     solution = containers["amy"][1]
-    assert solution["score"] == 98 and not lost(solution), \
-        f"the solution earns all 90 points and the bonus tests' 5 + 3 of extra credit: {solution}"
-    assert {t["name"]: t["score"] for t in solution["tests"] if t["max_score"] == 0} == {"test_sampling": 5,
-                                                                                         "test_lookup": 3}, \
+    assert solution["score"] == 101 and not lost(solution), \
+        f"the solution earns all 90 points and the bonus tests' 5 + 3 + 3 of extra credit: {solution}"
+    bonus = {t["name"]: t["score"] for t in solution["tests"] if t["max_score"] == 0}
+    assert bonus == {"test_sampling": 5, "test_lookup": 3, "test_adaptive": 3}, \
         "the bonus tests show their points over a maximum of 0, Gradescope's extra credit"
     assert all(t["visibility"] == "visible" for t in solution["tests"]), "passed tests are shown at once"
     empty = containers["zed"][1]
-    assert empty["score"] == 0 and len(lost(empty)) == 10 and len(empty["tests"]) == 12, \
+    assert empty["score"] == 0 and len(lost(empty)) == 10 and len(empty["tests"]) == 13, \
         f"the blank release earns 0 on the 10 tests and no extra credit: {empty}"
     assert all("NotImplementedError" in t["output"] for t in empty["tests"]), "each test names the stub"
     bug = containers["bugsy"][1]
     assert lost(bug) == set(BUG.fails), f"{BUG.name} loses exactly {sorted(BUG.fails)}; lost {sorted(lost(bug))}"
-    assert bug["score"] == 98 - sum(t["max_score"] for t in bug["tests"] if t["name"] in BUG.fails), bug["score"]
+    assert bug["score"] == 101 - sum(t["max_score"] for t in bug["tests"] if t["name"] in BUG.fails), bug["score"]
     broken = containers["Émilie"][1]
     assert broken["score"] == 0 and "invalid" in broken["output"] and "re-download" in broken["output"], \
         f"a broken file scores 0 and says what to do: {broken['output']}"

@@ -42,8 +42,8 @@ def test_solution_defines_both_classes():
 def test_solution_demo_cell_is_not_run():
     labels = [cell.label for cell in code_to_run(nbformat.read(SOLUTION, as_version=4))]
     assert labels == ["setup", "imports", "speculative_decoder", "cached_speculative_decoder",
-                      "speculative_sampler", "prompt_lookup_decoder"], (
-        f"the seam should run the setup, imports and the four decoder cells and no demo cell, got {labels}"
+                      "speculative_sampler", "prompt_lookup_decoder", "adaptive_speculative_decoder"], (
+        f"the seam should run the setup, imports and the five decoder cells and no demo cell, got {labels}"
     )
 
 

@@ -58,6 +58,6 @@ def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     )
     tests = [name for name in outputs if name and name.startswith("test_")]
     errors = {name: [o.ename for o in outputs[name] if o.output_type == "error"] for name in tests}
-    assert len(tests) == 12 and all(found == ["NotImplementedError"] for found in errors.values()), (
+    assert len(tests) == 13 and all(found == ["NotImplementedError"] for found in errors.values()), (
         f"every test cell of the blank notebook should stop at the student's first NotImplementedError, got {errors}"
     )

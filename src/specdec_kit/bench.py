@@ -14,7 +14,10 @@ and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling met
 - `sampling`: the notebook's `SpeculativeSampler`;
 and the model-free drafting methods, greedy and so judged against `target_greedy` (tokens identical):
 - `hf_prompt_lookup`: `generate(prompt_lookup_num_tokens=k, max_matching_ngram_size=3)`, no draft model;
-- `prompt_lookup`: the notebook's `PromptLookupDecoder`.
+- `prompt_lookup`: the notebook's `PromptLookupDecoder`;
+and the adaptive-k methods, greedy, whose k is the first round's (`adaptive.py` judges them):
+- `hf_adaptive`: `generate(assistant_model=draft)` with HF's heuristic schedule and confidence threshold 0.4;
+- `adaptive`: the notebook's `AdaptiveSpeculativeDecoder`.
 Sampled rows are compared with `target_sampling` at their temperature: the same distribution, not the same
 tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
 so drift hits all alike. Forward calls are counted and timed by hooks on the models (`timing.py`),
@@ -50,10 +53,13 @@ SCHEMA_VERSION = 4
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
 SAMPLING_METHODS = ("target_sampling", "hf_assisted_sampling", "sampling")
 LOOKUP_METHODS = ("hf_prompt_lookup", "prompt_lookup")
+ADAPTIVE_METHODS = ("hf_adaptive", "adaptive")
+ADAPTIVE_THRESHOLD = 0.4  # the draft probability below which drafting stops: HF's default, the notebook's too
 LOOKUP_NGRAM = 3  # the largest n-gram both lookups match: HF's max_matching_ngram_size, PromptLookupDecoder's default
 BASELINES = ("target_greedy", "target_sampling")
 DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder",
-                   "sampling": "SpeculativeSampler", "prompt_lookup": "PromptLookupDecoder"}
+                   "sampling": "SpeculativeSampler", "prompt_lookup": "PromptLookupDecoder",
+                   "adaptive": "AdaptiveSpeculativeDecoder"}
 SAMPLING_SEED = 0
 CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
 MICRO_REPEATS = 15
@@ -179,6 +185,21 @@ def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[l
     return proposed, accepted
 
 
+def run_hf_adaptive(setup: Setup, prompt: str, max_new_tokens: int, k: int,
+                    temperature: float | None = None) -> Decoded:
+    """HF's own adaptive k: from k, +2 after a round that accepts every draft, -1 otherwise, and a draft stopped
+    below ADAPTIVE_THRESHOLD. Set afresh each call: the heuristic schedule carries k over from call to call."""
+    ids = encode(setup, prompt)
+    config = setup.draft.generation_config
+    config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "heuristic"
+    config.assistant_confidence_threshold = ADAPTIVE_THRESHOLD
+    with ForwardRecorder(setup.target) as calls:
+        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
+                                    max_new_tokens=max_new_tokens, do_sample=False)
+    tokens = out[0, ids.shape[1]:].tolist()
+    return Decoded(tokens, *rounds_from_target_calls(list(calls), ids.shape[1], len(tokens)))
+
+
 def run_hf_prompt_lookup(setup: Setup, prompt: str, max_new_tokens: int, k: int,
                          temperature: float | None = None) -> Decoded:
     """HF's prompt lookup: up to k drafts per round from n-gram matches (no fixed count, so no k check)."""
@@ -209,7 +230,8 @@ RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
            "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached"),
            "target_sampling": run_target_sampling, "hf_assisted_sampling": run_hf_assisted,
            "sampling": run_decoder("sampling"), "hf_prompt_lookup": run_hf_prompt_lookup,
-           "prompt_lookup": run_decoder("prompt_lookup")}
+           "prompt_lookup": run_decoder("prompt_lookup"), "hf_adaptive": run_hf_adaptive,
+           "adaptive": run_decoder("adaptive")}
 
 
 def encode(setup: Setup, prompt: str) -> torch.Tensor:

@@ -124,7 +124,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if any(t <= 0 for t in temperatures):
         raise ValueError(f"--temperatures must be above 0 (greedy is the default methods), got {temperatures}")
     methods = args.methods.split(",") + (list(bench.SAMPLING_METHODS) if temperatures else [])
-    known = bench.METHODS + bench.LOOKUP_METHODS + bench.SAMPLING_METHODS
+    known = bench.METHODS + bench.LOOKUP_METHODS + bench.ADAPTIVE_METHODS + bench.SAMPLING_METHODS
     unknown = set(methods) - set(known)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(known)}")
@@ -152,6 +152,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     print(json.dumps({"summary": document["summary"], "micro": micro}))
     return 0 if summary.identical_all.dropna().all() or document["dtype"] != "float32" else 1
+
+
+def cmd_adaptive(args: argparse.Namespace) -> int:
+    from . import adaptive_bench, bench
+
+    k_values = [int(k) for k in args.k.split(",")]
+    _check_k(k_values)
+    if adaptive_bench.FIRST_K not in k_values:
+        raise ValueError(f"--k must include {adaptive_bench.FIRST_K}, the adaptive methods' first k")
+    verdicts = []
+    for pair in args.pairs.split(","):
+        args.pair = pair
+        run = _common(args, ("CachedSpeculativeDecoder", "AdaptiveSpeculativeDecoder"))
+        print(f"{pair}: {len(run.prompts)} prompts x {args.repeats} repeats, k in {k_values}")
+        document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=pair,
+                                 repeats=args.repeats, methods=adaptive_bench.METHODS, device=str(run.device),
+                                 dtype=run.dtype)
+        bench.write_outputs(document, Path(args.out) / pair)
+        verdicts.append(adaptive_bench.judge(document))
+    print(adaptive_bench.verdict_table(verdicts))
+    print(f"wrote {adaptive_bench.write(verdicts, Path(args.out))} and each pair's bench files under {args.out}")
+    return 0 if all(adaptive_bench.passed(v) for v in verdicts) else 1
 
 
 def _check_k(k_values: list[int]) -> None:
@@ -421,7 +443,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 WORKFLOW = """\
 the course's path through the commands:
-  students and maintainers   demo, bench, zoo, time-notebook
+  students and maintainers   demo, bench, adaptive, zoo, time-notebook
   instructors                build-notebook -> release -> selftest -> autograde -> feedback -> export,
                              report (or, per container: autograde-one -> merge; on Gradescope: gradescope)
 run `specdec-kit COMMAND --help` for a command's options and an example."""
@@ -473,6 +495,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="out/bench", help="directory for bench.csv, bench.json, bench.png")
     bench.add_argument("--json", help="write the JSON here instead of OUT/bench.json")
     bench.set_defaults(func=cmd_bench)
+
+    adaptive = _command(commands, "adaptive", "judge the notebook's adaptive k against every fixed k and HF's "
+                        "heuristic schedule, on several pairs in one run",
+                        "specdec-kit adaptive --pairs tiny,synthetic-small --k 1,2,3,4,6,8 --repeats 3 --limit 6",
+                        [common])
+    adaptive.add_argument("--pairs", default="tiny,synthetic-small", help="comma-separated pairs to judge on")
+    adaptive.add_argument("--k", default="1,2,3,4,6,8", help="the fixed k values (must include 4, the first k)")
+    adaptive.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt")
+    adaptive.add_argument("--out", default="out/adaptive", help="directory for adaptive.json and each pair's files")
+    adaptive.set_defaults(func=cmd_adaptive)
 
     zoo_cmd = _command(commands, "zoo", "build offline model pairs into the cache and print their records",
                        "specdec-kit zoo scripted tiny")

@@ -13,7 +13,8 @@ from .theory import leviathan_speedup
 
 STYLE = {"hf_assisted": ("tab:orange", "s"), "no_cache": ("tab:gray", "^"), "cached": ("tab:blue", "o"),
          "hf_assisted_sampling": ("tab:brown", "D"), "sampling": ("tab:purple", "v"),
-         "hf_prompt_lookup": ("tab:olive", "P"), "prompt_lookup": ("tab:cyan", "X")}
+         "hf_prompt_lookup": ("tab:olive", "P"), "prompt_lookup": ("tab:cyan", "X"),
+         "hf_adaptive": ("tab:pink", "<"), "adaptive": ("tab:red", ">")}
 SAMPLED_LINES = ("--", "-.", ":")  # one line style per temperature of the sampled methods
 
 

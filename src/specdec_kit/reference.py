@@ -154,3 +154,61 @@ def lookup_rounds(prompt_ids: list[int], expected: list[int], k: int, max_ngram_
         agreed = first_difference(drafts, expected[done:done + len(drafts)])
         done, rounds = done + agreed + 1, rounds + 1
     return rounds
+
+
+# ---------------------------------------------------------------------------------------------
+# Adaptive k on the scripted pair
+
+
+def schedule_k(k: int, planned: int, drafted: int, n_accepted: int, max_k: int) -> int:
+    """The adaptive schedule: k + 2 (at most max_k) after a round whose planned drafts were all drafted and
+    accepted, k - 1 (at least 1) after a rejection, else (cut short by the confidence stop) k."""
+    if n_accepted < drafted:
+        return max(1, k - 1)
+    return min(max_k, k + 2) if drafted == planned else k
+
+
+@dataclass(frozen=True)
+class AdaptiveRounds:
+    """Correct adaptive-k decoding on `scripted`: its result (`proposed`: the drafts of each round), and each
+    round's k and planned drafts (k capped by max_k and the budget's room)."""
+
+    result: DecodeResult
+    k: tuple[int, ...]
+    planned: tuple[int, ...]
+
+
+def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, max_k: int = 16) -> AdaptiveRounds:
+    """What correct adaptive-k decoding does on `scripted` after `last_token`, starting at k. The draft is unsure
+    (probability about 0.25, below the 0.4 threshold) of the token it proposes after a `flat` token and sure (about
+    0.99) elsewhere, so drafting stops right after that token."""
+    script = zoo.scripted_script()
+    tokens, proposed, accepted, ks, plans = [], [], [], [], []
+    current = last_token
+    while len(tokens) < max_tokens:
+        planned = min(k, max_k, max_tokens - len(tokens) - 1)
+        ks.append(k)
+        plans.append(planned)
+        drafts, token = [], current
+        while len(drafts) < planned:
+            unsure = token in script.flat
+            token = script.draft_next[token]
+            drafts.append(token)
+            if unsure:
+                break
+        n_accepted, token = 0, current
+        while n_accepted < len(drafts) and drafts[n_accepted] == script.target_next[token]:
+            token = drafts[n_accepted]
+            n_accepted += 1
+        round_tokens = drafts[:n_accepted] + [script.target_next[token]]
+        if script.eos_id in round_tokens:
+            round_tokens = round_tokens[: round_tokens.index(script.eos_id) + 1]
+        tokens += round_tokens
+        proposed.append(len(drafts))
+        accepted.append(min(n_accepted, len(round_tokens)))
+        if drafts:
+            k = schedule_k(k, planned, len(drafts), n_accepted, max_k)
+        if round_tokens[-1] == script.eos_id:
+            break
+        current = round_tokens[-1]
+    return AdaptiveRounds(DecodeResult("", tokens, proposed, accepted), tuple(ks), tuple(plans))

@@ -10,10 +10,11 @@ reference answers come from `reference.py`. A check takes the class itself (the 
 process) or a runner with the same `run(request)` method; grading passes one that runs the probes in
 another process, so that the judging happens where the student's methods cannot reach it. `check_sampling`
 (`sampling.py`) judges a sampler's output distribution by chi-square tests, `check_lookup` (`lookup.py`)
-prompt lookup's drafts and rounds; `check_speedup` (`speed.py`)
-also times the cached decoder against HF assisted generation with the kit's benchmark.
+prompt lookup's drafts and rounds, `check_adaptive` (`adaptive.py`) adaptive k's drafts per round;
+`check_speedup` (`speed.py`) also times the cached decoder against HF assisted generation with the kit's benchmark.
 """
 
+from .adaptive import check_adaptive
 from .behaviour import (
     K_VALUES,
     PROMPTS,
@@ -54,7 +55,7 @@ from .speed import (
 
 __all__ = [
     "K_VALUES", "NEAR_TIE", "PROMPTS", "SPEEDUP_K", "SPEEDUP_MIN_RATIO", "SPEEDUP_PROMPTS", "SPEEDUP_REPEATS",
-    "SPEEDUP_TOKENS", "CheckFailed", "LocalRunner", "SamplingCase", "as_runner", "check_cache_use",
+    "SPEEDUP_TOKENS", "CheckFailed", "LocalRunner", "SamplingCase", "as_runner", "check_adaptive", "check_cache_use",
     "check_correction_and_bonus", "check_counts", "check_draft_tokens", "check_eos_and_budget", "check_exact",
     "check_loading", "check_lookup", "check_speedup", "check_sampling", "check_verify_alignment", "decoded",
     "describe_speed", "eos_and_budget_cases", "first_after", "gate_rounds",

@@ -1,0 +1,103 @@
+"""The check of adaptive k: how many drafts each round makes, read off the target's forwards by the kit.
+
+On the context-free `scripted` pair every round of correct adaptive decoding is known in advance
+(`reference.predict_adaptive_rounds`): the draft is wrong after some tokens (a rejection: k shrinks), unsure of
+its proposal after others (probability 0.25 against the 0.4 threshold: drafting stops), and right and sure
+elsewhere (k grows after a round that accepts every planned draft). The kit reads each round's drafts from the
+target's forward calls (the positions a round's forward covers beyond the text so far), never from the
+decoder's report, and names the rule behind the first round that differs. On the `tiny` pair the output must
+equal the target's greedy output.
+"""
+
+from __future__ import annotations
+
+from .. import zoo
+from ..reference import predict_adaptive_rounds, prompt_for_token, zoo_greedy, zoo_tokenizer
+from .behaviour import how_tokens_differ
+from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+
+THRESHOLD = 0.4  # AdaptiveSpeculativeDecoder's default confidence_threshold, which the probes construct it with
+MAX_K = 16  # and its default max_k
+# (cycle index of the start token, first k, max_tokens): starts whose next rounds meet rejections, unsure drafts
+# and runs long enough for k to grow.
+CASES = ((0, 4, 40), (23, 1, 40), (57, 6, 32))
+TINY_PROMPTS = ("The future of Artificial Intelligence is", "def fibonacci(n):\n")
+TINY_K, TINY_TOKENS = (1, 5), 40
+
+
+def check_adaptive(decoder, cases=CASES, tiny_pair: str = "tiny", tiny_prompts=TINY_PROMPTS) -> None:
+    runner = as_runner(decoder)
+    check_adaptive_rounds(runner, cases)
+    check_adaptive_exact(runner, tiny_pair, tiny_prompts)
+
+
+def check_adaptive_rounds(runner, cases) -> None:
+    cycle = zoo.scripted_script().cycle
+    requests = [(prompt_for_token(cycle[start]), max_tokens, k) for start, k, max_tokens in cases]
+    for (start, k, max_tokens), (prompt, _, _), outcome in zip(
+            cases, requests, runner.run({"kind": "decode", "pair": "scripted", "cases": requests})):
+        rounds = predict_adaptive_rounds(cycle[start], k, max_tokens, MAX_K)
+        expected, got = rounds.result, decoded(outcome, f"prompt {prompt!r}")
+        what = f"first k={k}, max_tokens={max_tokens}, prompt {prompt!r}"
+        require(got.token_ids == expected.token_ids, f"{what}: the output must equal the target's greedy output; "
+                                                     f"{how_tokens_differ(got.token_ids, expected.token_ids)}")
+        require_seen_forwards(outcome)
+        judge_rounds(what, rounds, outcome.forwards["target"], len(zoo_tokenizer()(prompt).input_ids))
+
+
+def judge_rounds(what: str, rounds, calls, prompt_len: int) -> None:
+    """Each round's drafts from the target's forwards alone: a round's forward covers the text so far (on its cache
+    or fed whole) and the drafts. Up to the first round that differs the text is the expected one; a forward on a
+    cache also shows how much text the round before it left (the cache holds all of it but the last token)."""
+    expected, length = rounds.result, prompt_len
+    for r, call in enumerate(calls[:len(expected.proposed)]):
+        drafted = call.cached_tokens + call.new_tokens - length
+        if drafted != expected.proposed[r]:
+            raise CheckFailed(f"{what}: round {r} should draft {expected.proposed[r]} tokens, the kit saw {drafted} "
+                              f"(read off the target's forwards; the rounds should draft {list(expected.proposed)}). "
+                              f"{why_rounds_differ(rounds, r, drafted)}")
+        emitted = expected.accepted[r] + 1
+        length += emitted
+        following = calls[r + 1] if r + 1 < len(calls) else None
+        if following is not None and following.cached_tokens and following.cached_tokens + 1 < length:
+            short = length - following.cached_tokens - 1
+            raise CheckFailed(f"{what}: round {r} should add {emitted} tokens to the text ({expected.accepted[r]} "
+                              f"accepted drafts and the target's own token), but the next round continued a text "
+                              f"{short} shorter: every round appends its accepted drafts and the target's own token "
+                              "(the correction, or the bonus token after a full acceptance)")
+    require(len(calls) == len(expected.proposed),
+            f"{what}: the kit saw {len(calls)} target forward passes where correct adaptive decoding takes "
+            f"{len(expected.proposed)} rounds of one each")
+
+
+def why_rounds_differ(rounds, r: int, drafted: int) -> str:
+    """The rule behind round r's drafts, the first that differ from correct adaptive decoding's."""
+    expected = rounds.result.proposed
+    unsure = expected[r] < rounds.planned[r]
+    if unsure and drafted > expected[r]:
+        return (f"In round {r} the draft gave its token {expected[r]} a probability of about 0.25, below "
+                f"confidence_threshold = {THRESHOLD}: stop drafting right after such a token.")
+    if r == 0:
+        return f"The first round drafts num_speculative_tokens = {rounds.k[0]} tokens (or fewer at a confidence stop)."
+    steps = "; ".join(schedule_step(rounds, i) for i in range(max(0, r - 3), r))
+    return (f"The schedule, from round {max(0, r - 3)} (k = {rounds.k[max(0, r - 3)]}): {steps}; so round {r} plans "
+            f"{rounds.planned[r]} drafts (k, at most the budget's room).")
+
+
+def schedule_step(rounds, i: int) -> str:
+    """What round i did to k, in the words of the rule."""
+    drafted, planned, accepted = rounds.result.proposed[i], rounds.planned[i], rounds.result.accepted[i]
+    if accepted < drafted:
+        return f"round {i} had a rejection, so k shrinks by 1 (at least 1) to {rounds.k[i + 1]}"
+    if drafted == planned:
+        return f"round {i} accepted all {planned} planned drafts, so k grows by 2 (at most max_k) to {rounds.k[i + 1]}"
+    return f"round {i} stopped at an unsure draft and accepted every draft it made, so k stays {rounds.k[i + 1]}"
+
+
+def check_adaptive_exact(runner, pair: str, prompts) -> None:
+    cases = [(prompt, TINY_TOKENS, k) for prompt in prompts for k in TINY_K]
+    for (prompt, max_tokens, k), outcome in zip(cases, runner.run({"kind": "decode", "pair": pair, "cases": cases})):
+        got = decoded(outcome, f"first k={k}, prompt {prompt!r}").token_ids
+        expected = list(zoo_greedy(pair, prompt, max_tokens))
+        require(got == expected, f"first k={k}, prompt {prompt!r}: adaptive decoding's output must equal the target's "
+                                 f"greedy output; {how_tokens_differ(got, expected)}")
