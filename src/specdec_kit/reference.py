@@ -97,13 +97,7 @@ def predict_rounds(last_token: int, k: int, max_tokens: int) -> DecodeResult:
         for _ in range(k_round):
             token = script.draft_next[token]
             drafts.append(token)
-        n_accepted, token = 0, current
-        while n_accepted < k_round and drafts[n_accepted] == script.target_next[token]:
-            token = drafts[n_accepted]
-            n_accepted += 1
-        round_tokens = drafts[:n_accepted] + [script.target_next[token]]
-        if script.eos_id in round_tokens:
-            round_tokens = round_tokens[: round_tokens.index(script.eos_id) + 1]
+        n_accepted, round_tokens = verify_scripted(current, drafts)
         tokens += round_tokens
         proposed.append(k_round)
         accepted.append(min(n_accepted, len(round_tokens)))
@@ -111,6 +105,20 @@ def predict_rounds(last_token: int, k: int, max_tokens: int) -> DecodeResult:
             break
         current = round_tokens[-1]
     return DecodeResult("", tokens, proposed, accepted)
+
+
+def verify_scripted(current: int, drafts: list[int]) -> tuple[int, list[int]]:
+    """A round's verification on `scripted` after token `current`: (accepted drafts, the tokens the round emits:
+    those drafts and the target's own token, cut after an EOS)."""
+    script = zoo.scripted_script()
+    n_accepted, token = 0, current
+    while n_accepted < len(drafts) and drafts[n_accepted] == script.target_next[token]:
+        token = drafts[n_accepted]
+        n_accepted += 1
+    round_tokens = drafts[:n_accepted] + [script.target_next[token]]
+    if script.eos_id in round_tokens:
+        round_tokens = round_tokens[: round_tokens.index(script.eos_id) + 1]
+    return n_accepted, round_tokens
 
 
 def draft_chain(start: int, k: int) -> list[int]:
@@ -196,13 +204,7 @@ def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, max_k: int
             drafts.append(token)
             if unsure:
                 break
-        n_accepted, token = 0, current
-        while n_accepted < len(drafts) and drafts[n_accepted] == script.target_next[token]:
-            token = drafts[n_accepted]
-            n_accepted += 1
-        round_tokens = drafts[:n_accepted] + [script.target_next[token]]
-        if script.eos_id in round_tokens:
-            round_tokens = round_tokens[: round_tokens.index(script.eos_id) + 1]
+        n_accepted, round_tokens = verify_scripted(current, drafts)
         tokens += round_tokens
         proposed.append(len(drafts))
         accepted.append(min(n_accepted, len(round_tokens)))
