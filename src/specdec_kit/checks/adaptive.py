@@ -12,8 +12,8 @@ equal the target's greedy output.
 from __future__ import annotations
 
 from .. import zoo
-from ..reference import predict_adaptive_rounds, prompt_for_token, zoo_greedy, zoo_tokenizer
-from .behaviour import how_tokens_differ
+from ..reference import predict_adaptive_rounds, prompt_for_token, zoo_tokenizer
+from .behaviour import check_exact, how_tokens_differ
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 THRESHOLD = 0.4  # AdaptiveSpeculativeDecoder's default confidence_threshold, which the probes construct it with
@@ -28,7 +28,7 @@ TINY_K, TINY_TOKENS = (1, 5), 40
 def check_adaptive(decoder, cases=CASES, tiny_pair: str = "tiny", tiny_prompts=TINY_PROMPTS) -> None:
     runner = as_runner(decoder)
     check_adaptive_rounds(runner, cases)
-    check_adaptive_exact(runner, tiny_pair, tiny_prompts)
+    check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS)  # Part 1's exactness check, first k as k
 
 
 def check_adaptive_rounds(runner, cases) -> None:
@@ -92,12 +92,3 @@ def schedule_step(rounds, i: int) -> str:
     if drafted == planned:
         return f"round {i} accepted all {planned} planned drafts, so k grows by 2 (at most max_k) to {rounds.k[i + 1]}"
     return f"round {i} stopped at an unsure draft and accepted every draft it made, so k stays {rounds.k[i + 1]}"
-
-
-def check_adaptive_exact(runner, pair: str, prompts) -> None:
-    cases = [(prompt, TINY_TOKENS, k) for prompt in prompts for k in TINY_K]
-    for (prompt, max_tokens, k), outcome in zip(cases, runner.run({"kind": "decode", "pair": pair, "cases": cases})):
-        got = decoded(outcome, f"first k={k}, prompt {prompt!r}").token_ids
-        expected = list(zoo_greedy(pair, prompt, max_tokens))
-        require(got == expected, f"first k={k}, prompt {prompt!r}: adaptive decoding's output must equal the target's "
-                                 f"greedy output; {how_tokens_differ(got, expected)}")
