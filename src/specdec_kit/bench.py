@@ -159,18 +159,23 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
 
 def run_hf_assisted(setup: Setup, prompt: str, max_new_tokens: int, k: int,
                     temperature: float | None = None) -> Decoded:
-    ids = encode(setup, prompt)
     pin_assistant_k(setup.draft, k)
     sampling = sampling_kwargs(temperature) if temperature else {"do_sample": False}
-    with ForwardRecorder(setup.target) as calls:
-        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
-                                    max_new_tokens=max_new_tokens, **sampling)
-    tokens = out[0, ids.shape[1]:].tolist()
-    proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
-    if max(proposed) != min(k, max_new_tokens - 1):
+    decoded = generate_in_rounds(setup, prompt, max_new_tokens, assistant_model=setup.draft, **sampling)
+    if max(decoded.proposed) != min(k, max_new_tokens - 1):
         raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
-                               f"{max(proposed)} draft tokens per round: {proposed}")
-    return Decoded(tokens, proposed, accepted)
+                               f"{max(decoded.proposed)} draft tokens per round: {decoded.proposed}")
+    return decoded
+
+
+def generate_in_rounds(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
+    """The target's own `generate` with these arguments, its rounds read off its forward calls."""
+    ids = encode(setup, prompt)
+    with ForwardRecorder(setup.target) as calls:
+        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                    **generate_kwargs)
+    tokens = out[0, ids.shape[1]:].tolist()
+    return Decoded(tokens, *rounds_from_target_calls(list(calls), ids.shape[1], len(tokens)))
 
 
 def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[list[int], list[int]]:
@@ -189,28 +194,17 @@ def run_hf_adaptive(setup: Setup, prompt: str, max_new_tokens: int, k: int,
                     temperature: float | None = None) -> Decoded:
     """HF's own adaptive k: from k, +2 after a round that accepts every draft, -1 otherwise, and a draft stopped
     below ADAPTIVE_THRESHOLD. Set afresh each call: the heuristic schedule carries k over from call to call."""
-    ids = encode(setup, prompt)
     config = setup.draft.generation_config
     config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "heuristic"
     config.assistant_confidence_threshold = ADAPTIVE_THRESHOLD
-    with ForwardRecorder(setup.target) as calls:
-        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=setup.draft,
-                                    max_new_tokens=max_new_tokens, do_sample=False)
-    tokens = out[0, ids.shape[1]:].tolist()
-    return Decoded(tokens, *rounds_from_target_calls(list(calls), ids.shape[1], len(tokens)))
+    return generate_in_rounds(setup, prompt, max_new_tokens, assistant_model=setup.draft, do_sample=False)
 
 
 def run_hf_prompt_lookup(setup: Setup, prompt: str, max_new_tokens: int, k: int,
                          temperature: float | None = None) -> Decoded:
     """HF's prompt lookup: up to k drafts per round from n-gram matches (no fixed count, so no k check)."""
-    ids = encode(setup, prompt)
-    with ForwardRecorder(setup.target) as calls:
-        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), prompt_lookup_num_tokens=k,
-                                    max_matching_ngram_size=LOOKUP_NGRAM, max_new_tokens=max_new_tokens,
-                                    do_sample=False)
-    tokens = out[0, ids.shape[1]:].tolist()
-    proposed, accepted = rounds_from_target_calls(list(calls), ids.shape[1], len(tokens))
-    return Decoded(tokens, proposed, accepted)
+    return generate_in_rounds(setup, prompt, max_new_tokens, prompt_lookup_num_tokens=k,
+                              max_matching_ngram_size=LOOKUP_NGRAM, do_sample=False)
 
 
 def run_decoder(method: str) -> Callable:
