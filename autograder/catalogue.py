@@ -260,11 +260,21 @@ CATALOGUE = [
         "message": "stop drafting right after such a token",
     },
     {
-        "name": "adaptive_never_shrinks",
-        "description": "the schedule grows k after a fully accepted round but keeps it after a rejection",
-        "edits": [("        return max(1, k - 1)\n", "        return k\n")],
+        "name": "adaptive_counts_every_round",
+        "description": "adaptive k also counts the rounds after a fully accepted one, which start partway into a run",
+        "edits": [("            self.counted = n_accepted < drafted\n", "            self.counted = True\n")],
         "fails": ["test_adaptive"],
-        "message": "k shrinks by 1",
+        "message": "so it is not counted",
+    },
+    {
+        "name": "adaptive_ignores_draft_cost",
+        "description": "adaptive k prices a round by its target forward alone, as if drafting were free",
+        "edits": [("        if tokens / costs.round_seconds(j) > best:\n"
+                   "            best_k, best = j, tokens / costs.round_seconds(j)\n",
+                   "        if tokens / costs.verify[j] > best:\n"
+                   "            best_k, best = j, tokens / costs.verify[j]\n")],
+        "fails": ["test_adaptive"],
+        "message": "k draft steps",
     },
     # --- correct variants ---------------------------------------------------------------------------
     {

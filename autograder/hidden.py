@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 
 from specdec_kit import checks, zoo
+from specdec_kit.timing import ForwardCosts
 
 try:
     import tomllib
@@ -73,7 +74,10 @@ def check_lookup(decoder):
 
 
 def check_adaptive(decoder):
-    checks.check_adaptive(decoder, cases=((90, 2, 36), (120, 5, 30)), tiny_pair="tiny-b", tiny_prompts=PROMPTS[1:])
+    # Prices as on a GPU, where a target forward costs the same for any length up to 17 tokens.
+    costs = ForwardCosts(draft=0.05, verify=(1.0,) * 17)
+    checks.check_adaptive(decoder, cases=((90, 2, 36), (120, 5, 30)), costs=costs, tiny_pair="tiny-b",
+                          tiny_prompts=PROMPTS[1:])
 
 
 def check_sampling(decoder):

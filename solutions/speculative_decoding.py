@@ -82,6 +82,7 @@ from specdec_kit.loading import (
     resolve_pair,
 )
 from specdec_kit.sampling import check_sampling, warp
+from specdec_kit.timing import ForwardCosts, measure_forward_costs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
@@ -802,36 +803,57 @@ pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_
 # %% [markdown]
 # ## Bonus: adaptive k (extra credit)
 #
-# The best k depends on how often the draft agrees with the target, and that changes between texts and within
-# one. `AdaptiveSpeculativeDecoder` chooses each round's k from what happened so far, as Hugging Face's assisted
-# generation does with `num_assistant_tokens_schedule="heuristic"` and `assistant_confidence_threshold`:
-# - the schedule, `next_k(k, planned, drafted, n_accepted, max_k)`: after a round whose `planned` drafts were
-#   all drafted and all accepted, k grows by 2 (at most `max_k`); after a rejection it shrinks by 1 (at least 1);
-#   a round cut short by the confidence stop whose drafts were all accepted leaves k as it was;
-# - the confidence stop, in `generate_draft_tokens`: drafting ends after a token to which the draft gives a
+# The best k depends on how often the draft agrees with the target and on what forwards cost, and both change:
+# between texts, within one, between machines. Hugging Face's assisted generation adapts k by a fixed rule
+# (`num_assistant_tokens_schedule="heuristic"`: +2 after a round that accepts every draft, -1 after a rejection)
+# and stops drafting after a token the draft is unsure of (`assistant_confidence_threshold`).
+# `AdaptiveSpeculativeDecoder` keeps the stop and, instead of the rule, picks before each round the k with the most
+# expected tokens per second: Leviathan et al.'s choice of k, with the acceptance read off this decode's rounds
+# and the prices of the forwards measured on this machine.
+# - The counts: `reached[j - 1]` is how many counted rounds checked their j-th draft (drafts 1..j-1 were
+#   accepted), `rejected[j - 1]` how many rejected it. The first round and each round right after a rejection
+#   are counted; a round after a fully accepted one is not. A counted round starts where the target has just
+#   corrected the draft, so all counted runs of accepted drafts are measured from the same kind of point; after a
+#   full acceptance the next round starts partway into a run.
+# - `next_k(reached, rejected, costs, max_k)`: with prior weight w = 3 at rate r = 0.75 and
+#   alpha = (sum(reached) - sum(rejected) + w r) / (sum(reached) + w), the j-th draft is rejected, given that
+#   drafts 1..j-1 were accepted, with probability h_j = (rejected[j - 1] + w (1 - alpha)) / (reached[j - 1] + w).
+#   A round of k drafts then yields 1 + sum over j <= k of (1 - h_1)...(1 - h_j) tokens on average and costs
+#   `costs.round_seconds(k)` (k draft steps and a target forward on k + 1 tokens). Return the k in 1..max_k with
+#   the most tokens per second, the smallest on a tie. After a counted round the decoder records it and asks
+#   `next_k`; other rounds keep k.
+# - The confidence stop, in `generate_draft_tokens`: drafting ends after a token to which the draft gives a
 #   probability (softmax of its logits) below `confidence_threshold` (0.4, HF's default), since the drafts after
 #   an unsure one are likely to be rejected.
 #
-# `num_speculative_tokens` is the first round's k. The class keeps Part 2's loop and caches: it passes the loop
-# `max_k` as the largest k, so each round drafts up to min(self.k, the budget's room) tokens, and updates
-# `self.k` after each verification. `test_adaptive` (extra credit, 3 points) checks the drafts of every round on
-# the kit's `scripted` pair, where the draft is unsure after some tokens and wrong after others, and the output
-# against the target's greedy output.
+# `num_speculative_tokens` is the first round's k. `costs` are measured when the decoder is built
+# (`measure_forward_costs`: a few seconds; pass `forward_costs=` to give others): on a GPU a target forward on 17
+# tokens costs about what one on 1 token does, on a CPU it does not, and that moves the best k. The class keeps
+# Part 2's loop and caches: it passes the loop `max_k` as the largest k, so each round drafts up to min(self.k,
+# the budget's room) tokens. `test_adaptive` (extra credit, 3 points) checks the drafts of every round on the
+# kit's `scripted` pair, where the draft is unsure after some tokens and wrong after others, with stated costs,
+# and the output against the target's greedy output.
 
 
 # %% nbgrader={"grade": false, "grade_id": "adaptive_speculative_decoder", "locked": false, "schema_version": 3, "solution": true}
 class AdaptiveSpeculativeDecoder(CachedSpeculativeDecoder):
-    """Speculative decoding with k chosen per round: HF's heuristic schedule and a stop on low draft confidence."""
+    """Speculative decoding with k chosen per round for the most expected tokens per second, and a stop on low
+    draft confidence."""
 
-    def __init__(self, *args, confidence_threshold: float = 0.4, max_k: int = 16, **kwargs) -> None:
+    def __init__(self, *args, confidence_threshold: float = 0.4, max_k: int = 16,
+                 forward_costs: ForwardCosts | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.confidence_threshold, self.max_k = confidence_threshold, max_k
+        # Seconds of a draft step and of target forwards on 1..max_k + 1 tokens: measured here unless given.
+        self.costs = forward_costs or measure_forward_costs(self.target_model, self.draft_model, max_k + 1)
         self.k = self.planned = None  # this round's k, and the drafts it planned (min(k, the budget's room))
+        self.reached = self.rejected = self.counted = None  # the counts, and whether this round adds to them
 
     def speculative_decode(self, prompt: str, max_tokens: int = 100,
                            num_speculative_tokens: int = 4) -> DecodeResult:
         check_k(num_speculative_tokens)
         self.k = num_speculative_tokens  # the first round's; next_k gives the others
+        self.reached, self.rejected, self.counted = [0] * self.max_k, [0] * self.max_k, True
         return super().speculative_decode(prompt, max_tokens, self.max_k)
 
     @torch.inference_mode()
@@ -858,23 +880,37 @@ class AdaptiveSpeculativeDecoder(CachedSpeculativeDecoder):
 
     def verify_tokens_vectorized(self, input_ids: torch.Tensor, draft_tokens: torch.Tensor,
                                  attention_mask: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
-        """Part 2's verification; then the next round's k from this one's outcome (a round without drafts keeps it)."""
+        """Part 2's verification; then, for a counted round, its counts and the next round's k from next_k. Whether
+        the next round is counted: it follows a rejection. A round without drafts changes nothing."""
         accepted_tokens, n_accepted, next_token = super().verify_tokens_vectorized(input_ids, draft_tokens,
                                                                                    attention_mask)
-        if draft_tokens.shape[1]:
-            self.k = next_k(self.k, self.planned, draft_tokens.shape[1], n_accepted, self.max_k)
+        drafted = draft_tokens.shape[1]
+        ### BEGIN SOLUTION
+        if drafted:
+            if self.counted:
+                for j in range(min(n_accepted + 1, drafted)):
+                    self.reached[j] += 1
+                if n_accepted < drafted:
+                    self.rejected[n_accepted] += 1
+                self.k = next_k(self.reached, self.rejected, self.costs, self.max_k)
+            self.counted = n_accepted < drafted
+        ### END SOLUTION
         return accepted_tokens, n_accepted, next_token
 
 
-def next_k(k: int, planned: int, drafted: int, n_accepted: int, max_k: int) -> int:
-    """The next round's k: k + 2 (at most max_k) when all `planned` drafts were drafted and accepted, k - 1 (at
-    least 1) after a rejection (n_accepted < drafted), else k."""
+def next_k(reached: list[int], rejected: list[int], costs: ForwardCosts, max_k: int) -> int:
+    """The k in 1..max_k with the most expected tokens per second (the smallest on a tie), from the counts of
+    accepted runs (prior: 3 drafts at acceptance 0.75) and costs.round_seconds(k)."""
     ### BEGIN SOLUTION
-    if n_accepted < drafted:
-        return max(1, k - 1)
-    if drafted == planned:
-        return min(max_k, k + 2)
-    return k
+    weight, rate = 3.0, 0.75
+    alpha = (sum(reached) - sum(rejected) + weight * rate) / (sum(reached) + weight)
+    survival, tokens, best_k, best = 1.0, 1.0, 1, 0.0
+    for j in range(1, max_k + 1):
+        survival *= 1 - (rejected[j - 1] + weight * (1 - alpha)) / (reached[j - 1] + weight)
+        tokens += survival
+        if tokens / costs.round_seconds(j) > best:
+            best_k, best = j, tokens / costs.round_seconds(j)
+    return best_k
     ### END SOLUTION
 
 

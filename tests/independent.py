@@ -219,11 +219,29 @@ out = torch.cat(made, dim=1)
 self.caches["draft"] = (kv, torch.cat([input_ids, out[:, :-1]], dim=1))
 return out
 """,
+    # AdaptiveSpeculativeDecoder.verify_tokens_vectorized: the counts
+    """\
+if not drafted:
+    return accepted_tokens, n_accepted, next_token
+if self.counted:
+    checked = drafted if n_accepted == drafted else n_accepted + 1
+    self.reached[:checked] = [n + 1 for n in self.reached[:checked]]
+    if n_accepted < drafted:
+        self.rejected[n_accepted] += 1
+    self.k = next_k(self.reached, self.rejected, self.costs, self.max_k)
+self.counted = n_accepted != drafted
+""",
     # next_k
     """\
-if n_accepted == drafted == planned:
-    return k + 2 if k + 2 <= max_k else max_k
-return k if n_accepted == drafted else max(k - 1, 1)
+import itertools
+import operator
+
+n_seen, n_bad = sum(reached), sum(rejected)
+a = (n_seen - n_bad + 2.25) / (n_seen + 3.0)
+hazards = [(bad + 3.0 * (1 - a)) / (seen + 3.0) for seen, bad in zip(reached, rejected)]
+alive = list(itertools.accumulate((1 - h for h in hazards[:max_k]), operator.mul))
+per_second = [(1 + sum(alive[:k])) / (k * costs.draft + costs.verify[k]) for k in range(1, max_k + 1)]
+return max(range(1, max_k + 1), key=lambda k: (per_second[k - 1], -k))
 """,
 ]
 _REGION = re.compile(rf"^([ \t]*){re.escape(BEGIN_SOLUTION)}\n.*?^[ \t]*{re.escape(END_SOLUTION)}", re.S | re.M)

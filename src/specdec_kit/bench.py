@@ -41,13 +41,12 @@ import transformers
 from tqdm.auto import tqdm
 
 from . import zoo
-from .cache import crop_to
 from .loading import load_model
 from .prompts import Prompt
 from .reference import target_greedy
 from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
-from .timing import ForwardRecorder, NoProgress, Observer, synchronize, timed
+from .timing import ForwardRecorder, NoProgress, Observer, median_forward_seconds, synchronize, timed
 
 SCHEMA_VERSION = 4
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
@@ -270,23 +269,13 @@ def _model_of(setup: Setup, method: str, role: str) -> torch.nn.Module:
     return own or (setup.target if role == "target" else setup.draft)  # a lookup decoder has no draft model
 
 
-@torch.inference_mode()
 def micro_benchmark(setup: Setup, k_values: list[int], context_len: int = CONTEXT_LEN) -> dict:
     """Median seconds of single forwards on a cache of `context_len`: the costs the theory needs."""
     gen = torch.Generator().manual_seed(0)
-    vocab = len(setup.tokenizer)
-    context = torch.randint(0, vocab, (1, context_len), generator=gen).to(setup.device)
+    context = torch.randint(0, len(setup.tokenizer), (1, context_len), generator=gen).to(setup.device)
 
     def median_forward(model, new_tokens: int) -> float:
-        cache = model(context, use_cache=True).past_key_values
-        ids = torch.randint(0, vocab, (1, new_tokens), generator=gen).to(setup.device)
-
-        def step():
-            model(ids, past_key_values=cache, use_cache=True)
-            crop_to(cache, context_len)
-
-        times = [timed(setup.device, step)[1] for _ in range(MICRO_REPEATS + 2)]
-        return statistics.median(times[2:])  # the first two warm up
+        return median_forward_seconds(model, context, new_tokens, MICRO_REPEATS, gen)
 
     return {
         "context_len": context_len, "threads": torch.get_num_threads(),
@@ -385,9 +374,11 @@ def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float
 
 def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
               methods: list[str], max_new_tokens: int | None = None, progress: bool = True,
-              micro: bool = True, temperatures: list[float] = ()) -> tuple[list, dict]:
-    """All rows (method x k x temperature x prompt x repeat) and the micro-benchmark (unless `micro` is False),
-    methods interleaved. Sampled rows draw from torch's generator, seeded once here."""
+              micro: bool = True, temperatures: list[float] = (),
+              micro_k_values: list[int] | None = None) -> tuple[list, dict]:
+    """All rows (method x k x temperature x prompt x repeat) and the micro-benchmark (unless `micro` is False; of
+    verification at `micro_k_values`, default `k_values`), methods interleaved. Sampled rows draw from torch's
+    generator, seeded once here."""
     plan = bench_plan(methods, k_values, temperatures)
     torch.manual_seed(SAMPLING_SEED)
     warm = prompts[0]
@@ -409,7 +400,7 @@ def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats:
                 same = None if temperature else outcome.token_ids == greedy[0].token_ids
                 rows.append(row | {"repeat": repeat, "identical_to_target": same})
     bar.close()
-    return rows, micro_benchmark(setup, k_values) if micro else {}
+    return rows, micro_benchmark(setup, micro_k_values or k_values) if micro else {}
 
 
 def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, type], device: torch.device,
@@ -424,7 +415,7 @@ def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, typ
 def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: list[Prompt], k_values: list[int],
             *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
             dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True,
-            temperatures: list[float] = ()) -> dict:
+            temperatures: list[float] = (), micro_k_values: list[int] | None = None) -> dict:
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
     `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder, SpeculativeSampler) to a
@@ -438,7 +429,7 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
     preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
     rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress,
-                            temperatures=temperatures)
+                            temperatures=temperatures, micro_k_values=micro_k_values)
     return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
 
 

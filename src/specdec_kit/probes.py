@@ -38,7 +38,7 @@ import torch
 
 from . import settings, zoo
 from .result import DecodeResult
-from .timing import ROLES, Emit, ForwardCall, NoProgress, Observer
+from .timing import ROLES, Emit, ForwardCall, ForwardCosts, NoProgress, Observer
 
 
 class ProbeError(Exception):
@@ -63,15 +63,15 @@ def set_threads(threads: int | None = None) -> None:
     torch.set_num_threads(threads or settings.threads())
 
 
-def build(decoder_class: type, pair: str, device: str = "cpu"):
-    """The student's class, constructed from the zoo pair's directories (on the CPU unless asked), without
-    transformers' loading bars: the checks build a decoder for every case list."""
+def build(decoder_class: type, pair: str, device: str = "cpu", **init):
+    """The student's class, constructed from the zoo pair's directories (on the CPU unless asked) and any further
+    keyword arguments `init`, without transformers' loading bars: the checks build a decoder for every case list."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return decoder_class(*pair_dirs(pair), device=device)
+        return decoder_class(*pair_dirs(pair), device=device, **init)
     finally:
         if bars:
             hf_logging.enable_progress_bar()
@@ -115,13 +115,25 @@ def student_frames(error: BaseException) -> str:
 _kept: dict[tuple, object] = {}  # decoders kept across requests ("keep": timing reuses one warm decoder)
 
 
+def init_kwargs(request: dict) -> dict:
+    """The request's further constructor arguments: {"forward_costs": {"draft": s, "verify": [s, ...]}} becomes
+    ForwardCosts (adaptive k's prices, given so that its rounds are known in advance)."""
+    init = dict(request.get("init", {}))
+    if "forward_costs" in init:
+        costs = init["forward_costs"]
+        init["forward_costs"] = ForwardCosts(float(costs["draft"]), tuple(float(v) for v in costs["verify"]))
+    return init
+
+
 def _construct(request: dict, decoder_class: type, emit: Emit):
-    pair, device = request["pair"], request.get("device", "cpu")
-    key = (decoder_class, pair, device)
+    pair, device, init = request["pair"], request.get("device", "cpu"), init_kwargs(request)
+    key = (decoder_class, pair, device, repr(init))
     if request.get("keep") and key in _kept:
         return _kept[key]
-    decoder = call_student("__init__", build, decoder_class, pair, device, emit=emit,
-                           describe=f"{decoder_class.__name__}(<{pair} target>, <{pair} draft>, device={device!r})")
+    given = "".join(f", {name}=..." for name in init)
+    describe = f"{decoder_class.__name__}(<{pair} target>, <{pair} draft>, device={device!r}{given})"
+    decoder = call_student("__init__", partial(build, **init), decoder_class, pair, device, emit=emit,
+                           describe=describe)
     if request.get("keep"):
         _kept[key] = decoder
     return decoder

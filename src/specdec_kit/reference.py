@@ -17,6 +17,7 @@ import torch
 
 from . import zoo
 from .result import DecodeResult
+from .timing import ForwardCosts
 
 
 def target_greedy(model, input_ids: torch.Tensor, max_new_tokens: int) -> list[int]:
@@ -168,30 +169,61 @@ def lookup_rounds(prompt_ids: list[int], expected: list[int], k: int, max_ngram_
 # Adaptive k on the scripted pair
 
 
-def schedule_k(k: int, planned: int, drafted: int, n_accepted: int, max_k: int) -> int:
-    """The adaptive schedule: k + 2 (at most max_k) after a round whose planned drafts were all drafted and
-    accepted, k - 1 (at least 1) after a rejection, else (cut short by the confidence stop) k."""
+PRIOR_WEIGHT, PRIOR_RATE = 3.0, 0.75  # the schedule's prior: 3 drafts' worth of evidence at acceptance 0.75
+
+
+def record_round(reached: list[int], rejected: list[int], drafted: int, n_accepted: int) -> None:
+    """Count a round: drafts 1..min(n_accepted + 1, drafted) were checked (reached[j - 1] for draft j), and the one
+    after the accepted ones was rejected if n_accepted < drafted (rejected[n_accepted])."""
+    for j in range(min(n_accepted + 1, drafted)):
+        reached[j] += 1
     if n_accepted < drafted:
-        return max(1, k - 1)
-    return min(max_k, k + 2) if drafted == planned else k
+        rejected[n_accepted] += 1
+
+
+def round_rates(reached: list[int], rejected: list[int], costs: ForwardCosts, max_k: int,
+                prior_weight: float = PRIOR_WEIGHT, prior_rate: float = PRIOR_RATE) -> list[float]:
+    """Expected tokens per second of a round of k = 1..max_k drafts. Draft j survives with probability
+    1 - hazard(j), hazard(j) = (rejected[j - 1] + w (1 - alpha)) / (reached[j - 1] + w), alpha the acceptance of
+    all counted drafts with w = prior_weight drafts at prior_rate; a round of k yields 1 + the sum over j <= k of
+    the chance that drafts 1..j all survive, and costs costs.round_seconds(k)."""
+    checked, refused = sum(reached), sum(rejected)
+    alpha = (checked - refused + prior_weight * prior_rate) / (checked + prior_weight)
+    survival, tokens, rates = 1.0, 1.0, []
+    for j in range(1, max_k + 1):
+        survival *= 1 - (rejected[j - 1] + prior_weight * (1 - alpha)) / (reached[j - 1] + prior_weight)
+        tokens += survival
+        rates.append(tokens / costs.round_seconds(j))
+    return rates
+
+
+def schedule_k(reached: list[int], rejected: list[int], costs: ForwardCosts, max_k: int) -> int:
+    """The adaptive schedule's next k: the one with the most expected tokens per second (the smallest on a tie)."""
+    rates = round_rates(reached, rejected, costs, max_k)
+    return rates.index(max(rates)) + 1
 
 
 @dataclass(frozen=True)
 class AdaptiveRounds:
-    """Correct adaptive-k decoding on `scripted`: its result (`proposed`: the drafts of each round), and each
-    round's k and planned drafts (k capped by max_k and the budget's room)."""
+    """Correct adaptive-k decoding on `scripted`: its result (`proposed`: the drafts of each round), each round's k
+    and planned drafts (k capped by max_k and the budget's room), whether it was counted (the first round and
+    those right after a rejection), and the counts (reached, rejected) after it."""
 
     result: DecodeResult
     k: tuple[int, ...]
     planned: tuple[int, ...]
+    counted: tuple[bool, ...]
+    counts: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
 
 
-def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, max_k: int = 16) -> AdaptiveRounds:
-    """What correct adaptive-k decoding does on `scripted` after `last_token`, starting at k. The draft is unsure
-    (probability about 0.25, below the 0.4 threshold) of the token it proposes after a `flat` token and sure (about
-    0.99) elsewhere, so drafting stops right after that token."""
+def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, costs: ForwardCosts,
+                            max_k: int = 16) -> AdaptiveRounds:
+    """What correct adaptive-k decoding does on `scripted` after `last_token`, starting at k, with forward `costs`.
+    The draft is unsure (probability about 0.25, below the 0.4 threshold) of the token it proposes after a `flat`
+    token and sure (about 0.99) elsewhere, so drafting stops right after that token."""
     script = zoo.scripted_script()
-    tokens, proposed, accepted, ks, plans = [], [], [], [], []
+    tokens, proposed, accepted, ks, plans, counted, counts = [], [], [], [], [], [], []
+    reached, rejected, fresh = [0] * max_k, [0] * max_k, True
     current = last_token
     while len(tokens) < max_tokens:
         planned = min(k, max_k, max_tokens - len(tokens) - 1)
@@ -208,9 +240,15 @@ def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, max_k: int
         tokens += round_tokens
         proposed.append(len(drafts))
         accepted.append(min(n_accepted, len(round_tokens)))
+        counted.append(bool(drafts) and fresh)
+        if counted[-1]:
+            record_round(reached, rejected, len(drafts), n_accepted)
+            k = schedule_k(reached, rejected, costs, max_k)
         if drafts:
-            k = schedule_k(k, planned, len(drafts), n_accepted, max_k)
+            fresh = n_accepted < len(drafts)
+        counts.append((tuple(reached), tuple(rejected)))
         if round_tokens[-1] == script.eos_id:
             break
         current = round_tokens[-1]
-    return AdaptiveRounds(DecodeResult("", tokens, proposed, accepted), tuple(ks), tuple(plans))
+    return AdaptiveRounds(DecodeResult("", tokens, proposed, accepted), tuple(ks), tuple(plans), tuple(counted),
+                          tuple(counts))

@@ -14,11 +14,14 @@ and not the launch's; that costs tens of microseconds per call against forwards 
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from .cache import crop_to
 
 ROLES = ("target", "draft")
 ROUND_SLACK = 4  # target forwards per token a decode may make before it counts as making no progress
@@ -164,3 +167,49 @@ class Observer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# What forwards cost
+
+
+@dataclass(frozen=True)
+class ForwardCosts:
+    """Seconds of one draft step, and of a target forward by the tokens it is fed: `verify[n - 1]` for n tokens.
+    A round of k drafts costs k draft steps and one target forward on k + 1 tokens (the last text token and the
+    drafts): `round_seconds(k)`."""
+
+    draft: float
+    verify: tuple[float, ...]
+
+    def round_seconds(self, k: int) -> float:
+        return k * self.draft + self.verify[min(k, len(self.verify) - 1)]
+
+
+@torch.inference_mode()
+def median_forward_seconds(model: torch.nn.Module, context: torch.Tensor, new_tokens: int, repeats: int,
+                           generator: torch.Generator) -> float:
+    """Median seconds of `model` fed `new_tokens` random tokens on a KV cache of `context` (cropped back after each
+    forward), after two warm-up forwards."""
+    device, length = context.device, context.shape[1]
+    cache = model(context, use_cache=True).past_key_values
+    ids = torch.randint(0, model.config.vocab_size, (1, new_tokens), generator=generator).to(device)
+
+    def step():
+        model(ids, past_key_values=cache, use_cache=True)
+        crop_to(cache, length)
+
+    times = [timed(device, step)[1] for _ in range(repeats + 2)]
+    return statistics.median(times[2:])
+
+
+def measure_forward_costs(target: torch.nn.Module, draft: torch.nn.Module, max_tokens: int,
+                          context_len: int = 128, repeats: int = 7) -> ForwardCosts:
+    """The ForwardCosts of this pair on this machine: target forwards on 1..max_tokens tokens and a draft step, each
+    the median of `repeats` on a cache of `context_len` random tokens (seeded)."""
+    generator = torch.Generator().manual_seed(0)
+    device = next(target.parameters()).device
+    context = torch.randint(0, target.config.vocab_size, (1, context_len), generator=generator).to(device)
+    return ForwardCosts(
+        draft=median_forward_seconds(draft, context, 1, repeats, generator),
+        verify=tuple(median_forward_seconds(target, context, n, repeats, generator) for n in range(1, max_tokens + 1)))

@@ -1,44 +1,53 @@
 """The check of adaptive k: how many drafts each round makes, read off the target's forwards by the kit.
 
-On the context-free `scripted` pair every round of correct adaptive decoding is known in advance
-(`reference.predict_adaptive_rounds`): the draft is wrong after some tokens (a rejection: k shrinks), unsure of
-its proposal after others (probability 0.25 against the 0.4 threshold: drafting stops), and right and sure
-elsewhere (k grows after a round that accepts every planned draft). The kit reads each round's drafts from the
-target's forward calls (the positions a round's forward covers beyond the text so far), never from the
-decoder's report, and names the rule behind the first round that differs. On the `tiny` pair the output must
-equal the target's greedy output.
+On the context-free `scripted` pair, with forward prices given to the decoder (`COSTS`), every round of correct
+adaptive decoding is known in advance (`reference.predict_adaptive_rounds`): the draft is wrong after some tokens
+(a rejection), unsure of its proposal after others (probability 0.25 against the 0.4 threshold: drafting stops),
+and right and sure elsewhere; k comes from the counts of the counted rounds (the first and those right after a
+rejection) and the prices. The kit reads each round's drafts from the target's forward calls (the positions a
+round's forward covers beyond the text so far), never from the decoder's report, and names the rule behind the
+first round that differs. On the `tiny` pair the output must equal the target's greedy output.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from .. import zoo
 from ..reference import predict_adaptive_rounds, prompt_for_token, zoo_tokenizer
+from ..timing import ForwardCosts
 from .behaviour import check_exact, how_tokens_differ
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 THRESHOLD = 0.4  # AdaptiveSpeculativeDecoder's default confidence_threshold, which the probes construct it with
 MAX_K = 16  # and its default max_k
-# (cycle index of the start token, first k, max_tokens): starts whose next rounds meet rejections, unsure drafts
-# and runs long enough for k to grow.
+# The prices the scripted cases give the decoder: a draft step 0.1, a target forward 1 + 0.02 per token fed.
+COSTS = ForwardCosts(draft=0.1, verify=tuple(1 + 0.02 * n for n in range(1, MAX_K + 2)))
+# (cycle index of the start token, first k, max_tokens): starts whose rounds meet rejections, unsure drafts, and
+# counted rounds after which k grows and shrinks.
 CASES = ((0, 4, 40), (23, 1, 40), (57, 6, 32))
 TINY_PROMPTS = ("The future of Artificial Intelligence is", "def fibonacci(n):\n")
 TINY_K, TINY_TOKENS = (1, 5), 40
 
 
-def check_adaptive(decoder, cases=CASES, tiny_pair: str = "tiny", tiny_prompts=TINY_PROMPTS) -> None:
+def check_adaptive(decoder, cases=CASES, costs: ForwardCosts = COSTS, tiny_pair: str = "tiny",
+                   tiny_prompts=TINY_PROMPTS) -> None:
     runner = as_runner(decoder)
-    check_adaptive_rounds(runner, cases)
+    check_adaptive_rounds(runner, cases, costs)
     check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS)  # Part 1's exactness check, first k as k
 
 
-def check_adaptive_rounds(runner, cases) -> None:
+def check_adaptive_rounds(runner, cases, costs: ForwardCosts) -> None:
     cycle = zoo.scripted_script().cycle
     requests = [(prompt_for_token(cycle[start]), max_tokens, k) for start, k, max_tokens in cases]
-    for (start, k, max_tokens), (prompt, _, _), outcome in zip(
-            cases, requests, runner.run({"kind": "decode", "pair": "scripted", "cases": requests})):
-        rounds = predict_adaptive_rounds(cycle[start], k, max_tokens, MAX_K)
+    outcomes = runner.run({"kind": "decode", "pair": "scripted", "cases": requests,
+                           "init": {"forward_costs": asdict(costs)}})
+    for (start, k, max_tokens), (prompt, _, _), outcome in zip(cases, requests, outcomes):
+        rounds = predict_adaptive_rounds(cycle[start], k, max_tokens, costs, MAX_K)
         expected, got = rounds.result, decoded(outcome, f"prompt {prompt!r}")
-        what = f"first k={k}, max_tokens={max_tokens}, prompt {prompt!r}"
+        prices = ", ".join(f"{v:g}" for v in costs.verify[:3])
+        what = (f"first k={k}, max_tokens={max_tokens}, prompt {prompt!r}, forward_costs: a draft step "
+                f"{costs.draft:g}, a target forward on 1, 2, 3, ... tokens {prices}, ...")
         require(got.token_ids == expected.token_ids, f"{what}: the output must equal the target's greedy output; "
                                                      f"{how_tokens_differ(got.token_ids, expected.token_ids)}")
         require_seen_forwards(outcome)
@@ -81,14 +90,18 @@ def why_rounds_differ(rounds, r: int, drafted: int) -> str:
         return f"The first round drafts num_speculative_tokens = {rounds.k[0]} tokens (or fewer at a confidence stop)."
     steps = "; ".join(schedule_step(rounds, i) for i in range(max(0, r - 3), r))
     return (f"The schedule, from round {max(0, r - 3)} (k = {rounds.k[max(0, r - 3)]}): {steps}; so round {r} plans "
-            f"{rounds.planned[r]} drafts (k, at most the budget's room).")
+            f"{rounds.planned[r]} drafts (k, at most the budget's room). next_k picks the k with the most expected "
+            "tokens per costs.round_seconds(k): k draft steps and a target forward on k + 1 tokens.")
 
 
 def schedule_step(rounds, i: int) -> str:
     """What round i did to k, in the words of the rule."""
-    drafted, planned, accepted = rounds.result.proposed[i], rounds.planned[i], rounds.result.accepted[i]
-    if accepted < drafted:
-        return f"round {i} had a rejection, so k shrinks by 1 (at least 1) to {rounds.k[i + 1]}"
-    if drafted == planned:
-        return f"round {i} accepted all {planned} planned drafts, so k grows by 2 (at most max_k) to {rounds.k[i + 1]}"
-    return f"round {i} stopped at an unsure draft and accepted every draft it made, so k stays {rounds.k[i + 1]}"
+    drafted, accepted = rounds.result.proposed[i], rounds.result.accepted[i]
+    outcome = f"round {i} accepted {accepted} of {drafted} drafts"
+    if not rounds.counted[i]:
+        return f"{outcome} but followed a fully accepted round, so it is not counted and k stays {rounds.k[i + 1]}"
+    reached, rejected = rounds.counts[i]
+    last = max((j for j, n in enumerate(reached) if n), default=0) + 1
+    return (f"{outcome} and is counted (the first round, or right after a rejection): reached = "
+            f"{list(reached[:last])}, rejected = {list(rejected[:last])} (zeros after), so next_k gives "
+            f"k = {rounds.k[i + 1]}")

@@ -142,17 +142,25 @@ def how_tokens_differ(got: list[int], expected: list[int]) -> str:
             f"{expected[where:where + 3]})")
 
 
+EXACT_ADVICE = "Check the acceptance rule, what you append each round and when the loop stops."
+
+
 def check_exact(decoder, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
-                k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30) -> None:
+                k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30, *, what: str = "greedy speculative",
+                advice: str = EXACT_ADVICE, draft_free: bool = False) -> None:
+    """Each (prompt, k) decode must equal the target's greedy output; `draft_free`: with no draft forwards either."""
     cases = [(prompt, max_tokens, k) for prompt in prompts for k in k_values]
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": pair, "cases": cases})
     for (prompt, _, k), outcome in zip(cases, outcomes):
         expected = list(zoo_greedy(pair, prompt, max_tokens))
         got = decoded(outcome, f"k={k}, prompt {prompt!r}").token_ids
         require(got == expected,
-                f"k={k}, prompt {prompt!r}: greedy speculative output must equal the target's own greedy output; "
-                f"{how_tokens_differ(got, expected)}. Check the acceptance rule, what you append each round and "
-                "when the loop stops.")
+                f"k={k}, prompt {prompt!r}: {what} output must equal the target's own greedy output; "
+                f"{how_tokens_differ(got, expected)}. {advice}")
+        if draft_free:
+            require_seen_forwards(outcome)
+            require(not outcome.forwards["draft"], f"{what} drafts without a model: the kit saw "
+                                                   f"{len(outcome.forwards['draft'])} draft forward passes")
 
 
 def eos_and_budget_cases(chain_start: int = 0, cycle_start: int = 3) -> list[tuple[int, int, int, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import zoo
 from ..reference import lookup_drafts, lookup_match, lookup_rounds, zoo_greedy, zoo_tokenizer
-from .behaviour import how_tokens_differ
+from .behaviour import check_exact, how_tokens_differ
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 MAX_NGRAM_SIZE = 3  # PromptLookupDecoder's default, which the probes construct it with
@@ -46,7 +46,9 @@ def check_lookup(decoder, draft_cases=DRAFT_CASES, tiny_pair: str = "tiny", tiny
                  scripted_cases=SCRIPTED_CASES) -> None:
     runner = as_runner(decoder)
     check_lookup_drafts(runner, draft_cases)
-    check_lookup_exact(runner, tiny_pair, tiny_prompts)
+    check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS, what="prompt lookup's", draft_free=True,
+                advice="Drafts of any length n <= k (0 too) go through the same verification, append and rollback "
+                       "as Part 2's.")
     check_lookup_rounds(runner, scripted_cases)
 
 
@@ -75,20 +77,6 @@ def why_drafts_differ(ids: list[int], k: int, got: list[int]) -> str:
         return f"Propose at most k = {k} tokens."
     return ("Try the largest n first (max_ngram_size, then smaller down to 1) and propose the tokens right after the "
             "occurrence of the last n tokens.")
-
-
-def check_lookup_exact(runner, pair: str, prompts) -> None:
-    cases = [(prompt, TINY_TOKENS, k) for prompt in prompts for k in TINY_K]
-    for (prompt, max_tokens, k), outcome in zip(cases, runner.run({"kind": "decode", "pair": pair, "cases": cases})):
-        got = decoded(outcome, f"k={k}, prompt {prompt!r}").token_ids
-        expected = list(zoo_greedy(pair, prompt, max_tokens))
-        require(got == expected,
-                f"k={k}, prompt {prompt!r}: prompt lookup's output must equal the target's greedy output; "
-                f"{how_tokens_differ(got, expected)}. Drafts of any length n <= k (0 too) go through the same "
-                "verification, append and rollback as Part 2's.")
-        require_seen_forwards(outcome)
-        require(not outcome.forwards["draft"], "prompt lookup drafts without a model: the kit saw "
-                                               f"{len(outcome.forwards['draft'])} draft forward passes")
 
 
 def check_lookup_rounds(runner, cases) -> None:
