@@ -238,3 +238,9 @@ def test_lookup_rows_use_no_draft_model_and_give_the_targets_tokens(tiny_dirs):
         "the tiny pair's text repeats within 40 tokens, so some drafts are accepted"
     categories = {(e["method"], e["category"]) for e in document["by_category"]}
     assert categories == {(m, p.category) for m in ("cached", *bench.LOOKUP_METHODS) for p in prompts}, categories
+
+
+def test_adaptive_methods_can_start_from_one_k_only():
+    plan = bench.bench_plan(["target_greedy", "cached", "hf_adaptive", "adaptive"], [1, 4], adaptive_k=[4])
+    assert plan == [("target_greedy", None, None), ("cached", 1, None), ("cached", 4, None),
+                    ("hf_adaptive", 4, None), ("adaptive", 4, None)]

@@ -2,7 +2,7 @@
 
     specdec-kit adaptive --pairs tiny,tiny-b,synthetic-small --k 1,2,3,4,6,8 --repeats 2 --out out/adaptive
 
-On each pair the benchmark times target greedy, the notebook's `CachedSpeculativeDecoder` at every k, and, from
+On each pair the benchmark times target greedy, the notebook's `CachedSpeculativeDecoder` at every k, and, only from
 the first k `FIRST_K` (the notebook's default; neither is told the pair's best k), HF's heuristic schedule
 (`hf_adaptive`) and the notebook's `AdaptiveSpeculativeDecoder` (`adaptive`). Two judgements per pair:
 - cost: the seconds of a token's forwards, each target forward priced by the micro-benchmark's median for its

@@ -356,8 +356,10 @@ def baseline_of(method: str) -> str:
 # The run
 
 
-def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float] = ()) -> list[tuple]:
-    """(method, k, temperature) of every timed configuration, each side's baseline first."""
+def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float] = (),
+               adaptive_k: list[int] | None = None) -> list[tuple]:
+    """(method, k, temperature) of every timed configuration, each side's baseline first; the adaptive methods
+    start from each of `adaptive_k` (default: k_values)."""
     greedy = [m for m in methods if m not in SAMPLING_METHODS]
     sampled = [m for m in methods if m in SAMPLING_METHODS]
     if sampled and not temperatures:
@@ -365,7 +367,8 @@ def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float
     plan = []
     if greedy:  # target greedy is the baseline every greedy speedup is paired with
         plan += [("target_greedy", None, None)]
-        plan += [(m, k, None) for k in k_values for m in greedy if m not in BASELINES]
+        plan += [(m, k, None) for k in k_values for m in greedy if m not in BASELINES
+                 and (m not in ADAPTIVE_METHODS or adaptive_k is None or k in adaptive_k)]
     for temperature in temperatures if sampled else ():
         plan += [("target_sampling", None, temperature)]
         plan += [(m, k, temperature) for k in k_values for m in sampled if m not in BASELINES]
@@ -375,11 +378,11 @@ def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float
 def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
               methods: list[str], max_new_tokens: int | None = None, progress: bool = True,
               micro: bool = True, temperatures: list[float] = (),
-              micro_k_values: list[int] | None = None) -> tuple[list, dict]:
+              micro_k_values: list[int] | None = None, adaptive_k: list[int] | None = None) -> tuple[list, dict]:
     """All rows (method x k x temperature x prompt x repeat) and the micro-benchmark (unless `micro` is False; of
     verification at `micro_k_values`, default `k_values`), methods interleaved. Sampled rows draw from torch's
     generator, seeded once here."""
-    plan = bench_plan(methods, k_values, temperatures)
+    plan = bench_plan(methods, k_values, temperatures, adaptive_k)
     torch.manual_seed(SAMPLING_SEED)
     warm = prompts[0]
     for method, k, temperature in plan:  # warm-up: first calls pay for allocation, kernel selection and caches
@@ -415,12 +418,15 @@ def make_setup(target_name: str, draft_name: str, decoder_classes: dict[str, typ
 def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: list[Prompt], k_values: list[int],
             *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
             dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True,
-            temperatures: list[float] = (), micro_k_values: list[int] | None = None) -> dict:
+            temperatures: list[float] = (), micro_k_values: list[int] | None = None,
+            adaptive_k: list[int] | None = None) -> dict:
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
     `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder, SpeculativeSampler) to a
     notebook's classes; `no_cache`, `cached` and `sampling` need the one they run. `max_new_tokens` (None: each
-    prompt's own) caps every decode; the sampling methods run at each of `temperatures`.
+    prompt's own) caps every decode; the sampling methods run at each of `temperatures`, the adaptive ones from
+    each of `adaptive_k` (default: every k); `micro_k_values` (default: k_values) are the verification lengths
+    (k + 1) the micro-benchmark times.
     """
     from .loading import resolve_device
 
@@ -429,7 +435,7 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
     preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
     rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress,
-                            temperatures=temperatures, micro_k_values=micro_k_values)
+                            temperatures=temperatures, micro_k_values=micro_k_values, adaptive_k=adaptive_k)
     return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
 
 

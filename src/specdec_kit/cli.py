@@ -168,7 +168,8 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
         print(f"{pair}: {len(run.prompts)} prompts x {args.repeats} repeats, k in {k_values}")
         document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=pair,
                                  repeats=args.repeats, methods=adaptive_bench.METHODS, device=str(run.device),
-                                 dtype=run.dtype, micro_k_values=list(range(1, adaptive_bench.MAX_K + 1)))
+                                 dtype=run.dtype, micro_k_values=list(range(1, adaptive_bench.MAX_K + 1)),
+                                 adaptive_k=[adaptive_bench.FIRST_K])
         bench.write_outputs(document, Path(args.out) / pair)
         verdicts.append(adaptive_bench.judge(document))
     print(adaptive_bench.verdict_table(verdicts))
