@@ -811,10 +811,10 @@ pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_
 # expected tokens per second: Leviathan et al.'s choice of k, with the acceptance read off this decode's rounds
 # and the prices of the forwards measured on this machine.
 # - The counts: `reached[j - 1]` is how many counted rounds checked their j-th draft (drafts 1..j-1 were
-#   accepted), `rejected[j - 1]` how many rejected it. The first round and each round right after a rejection
-#   are counted; a round after a fully accepted one is not. A counted round starts where the target has just
-#   corrected the draft, so all counted runs of accepted drafts are measured from the same kind of point; after a
-#   full acceptance the next round starts partway into a run.
+#   accepted), `rejected[j - 1]` how many rejected it. Only the rounds right after a rejection are counted: they
+#   start where the target has just corrected the draft, so all counted runs of accepted drafts are measured
+#   from the same kind of point. The first round (where the prompt happens to end) and a round after a fully
+#   accepted one start partway into a run.
 # - `next_k(reached, rejected, costs, max_k)`: with prior weight w = 3 at rate r = 0.75 and
 #   alpha = (sum(reached) - sum(rejected) + w r) / (sum(reached) + w), the j-th draft is rejected, given that
 #   drafts 1..j-1 were accepted, with probability h_j = (rejected[j - 1] + w (1 - alpha)) / (reached[j - 1] + w).
@@ -853,7 +853,7 @@ class AdaptiveSpeculativeDecoder(CachedSpeculativeDecoder):
                            num_speculative_tokens: int = 4) -> DecodeResult:
         check_k(num_speculative_tokens)
         self.k = num_speculative_tokens  # the first round's; next_k gives the others
-        self.reached, self.rejected, self.counted = [0] * self.max_k, [0] * self.max_k, True
+        self.reached, self.rejected, self.counted = [0] * self.max_k, [0] * self.max_k, False
         return super().speculative_decode(prompt, max_tokens, self.max_k)
 
     @torch.inference_mode()

@@ -206,8 +206,8 @@ def schedule_k(reached: list[int], rejected: list[int], costs: ForwardCosts, max
 @dataclass(frozen=True)
 class AdaptiveRounds:
     """Correct adaptive-k decoding on `scripted`: its result (`proposed`: the drafts of each round), each round's k
-    and planned drafts (k capped by max_k and the budget's room), whether it was counted (the first round and
-    those right after a rejection), and the counts (reached, rejected) after it."""
+    and planned drafts (k capped by max_k and the budget's room), whether it was counted (it
+    followed a rejection), and the counts (reached, rejected) after it."""
 
     result: DecodeResult
     k: tuple[int, ...]
@@ -223,7 +223,7 @@ def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, costs: For
     token and sure (about 0.99) elsewhere, so drafting stops right after that token."""
     script = zoo.scripted_script()
     tokens, proposed, accepted, ks, plans, counted, counts = [], [], [], [], [], [], []
-    reached, rejected, fresh = [0] * max_k, [0] * max_k, True
+    reached, rejected, fresh = [0] * max_k, [0] * max_k, False
     current = last_token
     while len(tokens) < max_tokens:
         planned = min(k, max_k, max_tokens - len(tokens) - 1)

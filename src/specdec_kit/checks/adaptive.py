@@ -3,8 +3,8 @@
 On the context-free `scripted` pair, with forward prices given to the decoder (`COSTS`), every round of correct
 adaptive decoding is known in advance (`reference.predict_adaptive_rounds`): the draft is wrong after some tokens
 (a rejection), unsure of its proposal after others (probability 0.25 against the 0.4 threshold: drafting stops),
-and right and sure elsewhere; k comes from the counts of the counted rounds (the first and those right after a
-rejection) and the prices. The kit reads each round's drafts from the target's forward calls (the positions a
+and right and sure elsewhere; k comes from the counts of the counted rounds (those right after a rejection) and
+the prices. The kit reads each round's drafts from the target's forward calls (the positions a
 round's forward covers beyond the text so far), never from the decoder's report, and names the rule behind the
 first round that differs. On the `tiny` pair the output must equal the target's greedy output.
 """
@@ -99,9 +99,10 @@ def schedule_step(rounds, i: int) -> str:
     drafted, accepted = rounds.result.proposed[i], rounds.result.accepted[i]
     outcome = f"round {i} accepted {accepted} of {drafted} drafts"
     if not rounds.counted[i]:
-        return f"{outcome} but followed a fully accepted round, so it is not counted and k stays {rounds.k[i + 1]}"
+        return (f"{outcome} but does not follow a rejection (it is the first round or follows a fully accepted "
+                f"one), so it is not counted and k stays {rounds.k[i + 1]}")
     reached, rejected = rounds.counts[i]
     last = max((j for j, n in enumerate(reached) if n), default=0) + 1
-    return (f"{outcome} and is counted (the first round, or right after a rejection): reached = "
+    return (f"{outcome} and is counted (right after a rejection): reached = "
             f"{list(reached[:last])}, rejected = {list(rejected[:last])} (zeros after), so next_k gives "
             f"k = {rounds.k[i + 1]}")
