@@ -1,5 +1,6 @@
 """The verdict: every check's probes run in a child process, the judging here; a hang, a crash or a tamper
-costs only what it touches, and no top-level statement of a submission runs.
+costs only what it touches, and no top-level statement of a submission runs. (A hang and hidden forwards are
+judged where tests/test_corpora.py grades the same edits as a class, not a second time here.)
 
 Example run: python -m pytest tests/test_verdict.py -q
 """
@@ -14,8 +15,6 @@ from specdec_kit.course import verdict
 
 from conftest import REPO
 from corpora import (
-    HIDE_FORWARDS,
-    LOOP,
     SPECULATIVE_DECODE,
     blank,
     edited,
@@ -25,7 +24,6 @@ from corpora import (
 )
 
 FAST_CHECK_SECONDS = 20  # long enough for any check of the solution on a busy 2-core machine
-HANG_SECONDS = 8  # the hang test's limit: the checks it does not hang pass well within it
 
 
 @pytest.fixture(scope="module")
@@ -73,17 +71,6 @@ def test_top_level_statements_never_run(plan):
 
 
 @pytest.mark.slow
-def test_a_hang_costs_only_the_checks_it_hangs(plan):
-    plan = dataclasses.replace(plan, check_seconds=HANG_SECONDS)
-    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP), plan)
-    assert lost(judged) == {"test_eos_and_budget"}, f"only the check whose case loops may fail; failed {lost(judged)}"
-    result = judged.tests["test_eos_and_budget"]
-    assert result.aborted and f"did not return within {HANG_SECONDS} s" in result.message, result.message
-    assert "speculative_decode(prompt" in result.message and "max_tokens=1" in result.message, \
-        f"the message must name the call that hung; got {result.message!r}"
-
-
-@pytest.mark.slow
 def test_a_crash_costs_only_the_checks_it_crashes(plan):
     crash = "        if draft_tokens.shape[1] == 8:\n            import ctypes\n            ctypes.string_at(0)\n"
     start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
@@ -91,14 +78,6 @@ def test_a_crash_costs_only_the_checks_it_crashes(plan):
     assert lost(judged) == {"test_verify_alignment"}, f"only the check with k=8 crashes; failed {lost(judged)}"
     message = judged.tests["test_verify_alignment"].message
     assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
-
-
-@pytest.mark.slow
-def test_a_method_that_hides_its_forwards_loses_test_counts_only(plan):
-    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS), plan)
-    assert lost(judged) == {"test_counts"}, f"hiding forwards must cost test_counts only; lost {lost(judged)}"
-    message = judged.tests["test_counts"].message
-    assert "forward" in message, f"test_counts should say which forwards were hidden: {message}"
 
 
 def test_a_method_cannot_rewrite_the_judge(plan):
