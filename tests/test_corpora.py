@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from specdec_kit.cli import main
-from specdec_kit.course import feedback
+from specdec_kit.course import feedback, verdict
 
 from conftest import REPO
 from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
@@ -19,6 +19,7 @@ from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
 pytestmark = pytest.mark.slow
 # Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
 LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 30}
+PLAN_TESTS = tuple(verdict.load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
 
 
@@ -83,6 +84,47 @@ def test_the_notebooks_own_run_meets_the_memory_limit(graded):
     assert [o.get("ename") for o in hoard.outputs] == ["MemoryError"], f"outputs: {hoard.outputs}"
     stopped = [o.ename for c in cells for o in c.get("outputs", []) if o.get("ename") in ("NotRun", "KernelDied")]
     assert not stopped, f"the kernel survives the MemoryError and runs every later cell; got {stopped}"
+
+
+def test_a_hang_costs_only_the_checks_it_hangs(graded):
+    """The verdict on an endless loop in one edge case (once judged again by tests/test_verdict.py, with the same
+    edit): that check is cut off at its limit and named, every other test passes, bonus tests included."""
+    rows, out, _ = graded
+    assert lost_anywhere(rows["infinite_loop"]) == {"test_eos_and_budget"}, \
+        f"only the check whose case loops may fail; failed {sorted(lost_anywhere(rows['infinite_loop']))}"
+    limit = LIMITS["check_seconds"]  # the row names aborted checks only: a limit, a crash, memory
+    assert "test_eos_and_budget: speculative_decode(" in rows["infinite_loop"]["message"] \
+        and f"did not return within {limit} s" in rows["infinite_loop"]["message"], \
+        f"the row names the check cut off at its {limit} s limit; message {rows['infinite_loop']['message']!r}"
+    message = verdicts(out, "infinite_loop")["test_eos_and_budget"]
+    assert "speculative_decode(prompt" in message and "max_tokens=1" in message, \
+        f"the message must name the call that hung; got {message!r}"
+
+
+def test_a_method_that_hides_its_forwards_loses_test_counts_only(graded):
+    """Hiding the uncached class's forwards (once judged again by tests/test_verdict.py, with the same edit)."""
+    rows, out, _ = graded
+    assert lost_anywhere(rows["hide_forwards"]) == {"test_counts"}, \
+        f"hiding forwards must cost test_counts only; lost {sorted(lost_anywhere(rows['hide_forwards']))}"
+    message = verdicts(out, "hide_forwards")["test_counts"]
+    assert "forward" in message, f"test_counts should say which forwards were hidden: {message}"
+
+
+def lost_anywhere(row: dict) -> set[str]:
+    """Every test the verdict failed, the bonus tests (extra credit, 0 when failed) included."""
+    return {test for test in PLAN_TESTS if float(row[test] or 0) == 0}
+
+
+def verdicts(out, student: str) -> dict[str, str]:
+    """test -> the kit's verdict as shown in the autograded notebook: "" when passed, else its message."""
+    path = out / "course" / "autograded" / student / "speculative_decoding" / "speculative_decoding.ipynb"
+    found = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        test = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and test in PLAN_TESTS:
+            last = cell.outputs[-1]  # the verdict closes the cell's outputs
+            found[test] = last.get("evalue", "") if last.output_type == "error" else ""
+    return found
 
 
 def _printed(out, student: str) -> str:

@@ -1,21 +1,21 @@
 """The verdict: every check's probes run in a child process, the judging here; a hang, a crash or a tamper
-costs only what it touches, and no top-level statement of a submission runs.
+costs only what it touches, and no top-level statement of a submission runs. (A hang and hidden forwards are
+judged where tests/test_corpora.py grades the same edits as a class, not a second time here.)
 
 Example run: python -m pytest tests/test_verdict.py -q
 """
 
 import dataclasses
+import functools
 
 import nbformat
 import pytest
 
-from specdec_kit import checks
+from specdec_kit import checks, settings
 from specdec_kit.course import verdict
 
 from conftest import REPO
 from corpora import (
-    HIDE_FORWARDS,
-    LOOP,
     SPECULATIVE_DECODE,
     blank,
     edited,
@@ -24,8 +24,9 @@ from corpora import (
     with_cell,
 )
 
+# The grading child's torch threads: the judging process waits on it, so it may use the cores a test has.
+judge = functools.partial(verdict.judge, threads=settings.test_threads())
 FAST_CHECK_SECONDS = 20  # long enough for any check of the solution on a busy 2-core machine
-HANG_SECONDS = 8  # the hang test's limit: the checks it does not hang pass well within it
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def lost(judged: verdict.Verdict) -> set[str]:
 
 @pytest.mark.slow
 def test_solution_passes_every_check_from_outside(plan, tmp_path):
-    judged = verdict.judge(solved(), plan, log=tmp_path / "child.log")
+    judged = judge(solved(), plan, log=tmp_path / "child.log")
     assert lost(judged) == set(), f"the solution must pass every test; failed: " \
                                   f"{ {t: r.message for t, r in judged.tests.items() if not r.passed} }"
     assert all(r.visible_passed for r in judged.tests.values()), "each test's visible check passed too"
@@ -51,7 +52,7 @@ def test_solution_passes_every_check_from_outside(plan, tmp_path):
 
 
 def test_blank_release_fails_every_test_naming_the_stub(plan):
-    judged = verdict.judge(blank(), plan)
+    judged = judge(blank(), plan)
     assert lost(judged) == set(plan.tests), f"the blank must fail every test; passed {set(plan.tests) - lost(judged)}"
     for test, result in judged.tests.items():
         assert "NotImplementedError" in result.message, f"{test} should name the stub; said {result.message!r}"
@@ -59,46 +60,27 @@ def test_blank_release_fails_every_test_naming_the_stub(plan):
 
 @pytest.mark.slow
 def test_metadata_stripped_earns_what_its_code_earns(plan):
-    judged = verdict.judge(metadata_stripped(), plan)
+    judged = judge(metadata_stripped(), plan)
     assert lost(judged) == set(), f"classes are found by name, metadata or not; failed {lost(judged)}"
 
 
 def test_top_level_statements_never_run(plan):
     """A cell that replaces the checks at top level (or anything else that is not a definition) is listed, not run."""
     tamper = "from specdec_kit import checks\nchecks.require = lambda *a: None\nprint('experiment')\n"
-    judged = verdict.judge(with_cell(blank(), tamper, after="imports"), plan)
+    judged = judge(with_cell(blank(), tamper, after="imports"), plan)
     assert lost(judged) == set(plan.tests), "replacing the checks in a cell must not pass anything"
     assert [item.split(": ", 1)[1] for item in judged.not_run] == ["checks.require = lambda *a: None",
                                                                    "print('experiment')"], judged.not_run
 
 
 @pytest.mark.slow
-def test_a_hang_costs_only_the_checks_it_hangs(plan):
-    plan = dataclasses.replace(plan, check_seconds=HANG_SECONDS)
-    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP), plan)
-    assert lost(judged) == {"test_eos_and_budget"}, f"only the check whose case loops may fail; failed {lost(judged)}"
-    result = judged.tests["test_eos_and_budget"]
-    assert result.aborted and f"did not return within {HANG_SECONDS} s" in result.message, result.message
-    assert "speculative_decode(prompt" in result.message and "max_tokens=1" in result.message, \
-        f"the message must name the call that hung; got {result.message!r}"
-
-
-@pytest.mark.slow
 def test_a_crash_costs_only_the_checks_it_crashes(plan):
     crash = "        if draft_tokens.shape[1] == 8:\n            import ctypes\n            ctypes.string_at(0)\n"
     start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
-    judged = verdict.judge(edited(solved(), start, crash + start), plan)
+    judged = judge(edited(solved(), start, crash + start), plan)
     assert lost(judged) == {"test_verify_alignment"}, f"only the check with k=8 crashes; failed {lost(judged)}"
     message = judged.tests["test_verify_alignment"].message
     assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
-
-
-@pytest.mark.slow
-def test_a_method_that_hides_its_forwards_loses_test_counts_only(plan):
-    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS), plan)
-    assert lost(judged) == {"test_counts"}, f"hiding forwards must cost test_counts only; lost {lost(judged)}"
-    message = judged.tests["test_counts"].message
-    assert "forward" in message, f"test_counts should say which forwards were hidden: {message}"
 
 
 def test_a_method_cannot_rewrite_the_judge(plan):
@@ -109,7 +91,7 @@ def test_a_method_cannot_rewrite_the_judge(plan):
     notebook = edited(solved(), "        encoded = self.target_tokenizer(prompt, return_tensors=\"pt\")",
                       patch + "        return DecodeResult('', [0], [0], [0])\n        encoded = "
                               "self.target_tokenizer(prompt, return_tensors=\"pt\")")
-    judged = verdict.judge(notebook, plan)
+    judged = judge(notebook, plan)
     expected = {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"}
     assert expected <= lost(judged), \
         f"a made-up result should lose {sorted(expected)} whatever the checks became; lost {sorted(lost(judged))}"
@@ -122,7 +104,7 @@ def test_speed_is_timed_here_and_outputs_kept_between_runs_are_not_timed(tmp_pat
     monkeypatch.setenv("SPECDEC_SELFTEST", "1")  # one timed repeat
     full = verdict.load_plan(REPO / "autograder")
     plan = dataclasses.replace(full, tests={verdict.SPEED_TEST: full.tests[verdict.SPEED_TEST]})
-    judged = verdict.judge(solved(), plan)
+    judged = judge(solved(), plan)
     assert judged.tests[verdict.SPEED_TEST].passed, judged.tests[verdict.SPEED_TEST].message
     assert judged.speed["vs_hf_assisted"] >= plan.min_ratio and judged.speed["runs"] == 2, judged.speed
     memo = ("        key = (prompt, max_tokens, num_speculative_tokens)\n"
@@ -133,7 +115,7 @@ def test_speed_is_timed_here_and_outputs_kept_between_runs_are_not_timed(tmp_pat
             "        return memo[key]\n")
     reset = "        self.reset_caches()  # a new prompt shares nothing with the last one\n"
     kept = edited(solved(), reset, reset + memo)
-    result = verdict.judge(nbformat.from_dict(kept), plan).tests[verdict.SPEED_TEST]
+    result = judge(nbformat.from_dict(kept), plan).tests[verdict.SPEED_TEST]
     assert not result.passed and "without running the target" in result.message, result.message
 
 
@@ -171,7 +153,7 @@ def test_children_leave_no_working_folder_behind(plan):
 
     before = folders()
     crash = "        import os\n        os._exit(1)\n"
-    judged = verdict.judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + crash),
+    judged = judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + crash),
                            dataclasses.replace(plan, tests={"test_exact": plan.tests["test_exact"]}))
     assert "exited (status 1)" in judged.tests["test_exact"].message, judged.tests["test_exact"].message
     assert folders() == before, f"left behind: {sorted(folders() - before)}"

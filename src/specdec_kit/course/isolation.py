@@ -39,7 +39,8 @@ from pathlib import Path
 from .. import settings
 from ..probes import ProbeError, assemble, run_baseline, run_probe, set_threads
 
-PRELOAD = ["torch", "transformers", "specdec_kit.probes", "specdec_kit.checks"]
+# The seam (nbformat and jsonschema, 1.3 s of imports) too: every child runs its run_definitions.
+PRELOAD = ["torch", "transformers", "specdec_kit.probes", "specdec_kit.checks", "specdec_kit.adapters"]
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from the child is refused, not read
 LOAD_SECONDS = 120  # running a submission's definitions (imports included)
 INSTRUCTOR_FOLDERS = ("autograder", "solutions")
