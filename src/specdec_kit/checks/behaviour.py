@@ -147,10 +147,11 @@ EXACT_ADVICE = "Check the acceptance rule, what you append each round and when t
 
 def check_exact(decoder, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
                 k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30, *, what: str = "greedy speculative",
-                advice: str = EXACT_ADVICE, draft_free: bool = False) -> None:
-    """Each (prompt, k) decode must equal the target's greedy output; `draft_free`: with no draft forwards either."""
+                advice: str = EXACT_ADVICE, draft_free: bool = False, init: dict | None = None) -> None:
+    """Each (prompt, k) decode must equal the target's greedy output; `draft_free`: with no draft forwards either.
+    `init`: further constructor arguments (probes.init_kwargs)."""
     cases = [(prompt, max_tokens, k) for prompt in prompts for k in k_values]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": pair, "cases": cases})
+    outcomes = as_runner(decoder).run({"kind": "decode", "pair": pair, "cases": cases, "init": init or {}})
     for (prompt, _, k), outcome in zip(cases, outcomes):
         expected = list(zoo_greedy(pair, prompt, max_tokens))
         got = decoded(outcome, f"k={k}, prompt {prompt!r}").token_ids
