@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import nbformat
 import pytest
 
-from specdec_kit.course import export, grading, release, results
+from specdec_kit.course import export, grading, preprocessors, release, results
 from specdec_kit.course import nbgrader as course_nbgrader
 from specdec_kit.course.collect import Submission, collect
 from specdec_kit.course.publish import Deadline
@@ -138,6 +138,21 @@ def test_batch_scores_come_from_the_verdict(batch):
         assert grades[student].status == "graded" and grades[student].score == 0, grades[student]
         assert grades[student].extra_credit == 0, grades[student]
         assert (feedback_dir / f"{student}.html").is_file(), f"{student} gets a feedback page"
+
+
+@pytest.mark.slow
+def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
+    """Nothing reads a bonus cell's outcome in the kernel (0 nbgrader points), so the kernel does not run it."""
+    course, _, _, _ = batch
+    notebook = nbformat.read(course / "autograded" / "amy" / "speculative_decoding" / "speculative_decoding.ipynb",
+                             as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
+    for test in ("test_sampling", "test_lookup", "test_adaptive"):
+        texts = [o.get("text", "") for o in cells[test].outputs]
+        verdict = f"The kit's grading of {test}: passed"
+        assert texts[0] == preprocessors.JUDGED_OUTSIDE and texts[1].startswith(verdict), \
+            f"{test}: the line saying the kernel did not run it, then the kit's verdict: {cells[test].outputs}"
+    assert cells["test_exact"].execution_count, "a test cell with points still runs in the kernel"
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ from specdec_kit.course.preprocessors import GuardedExecute, SkipDemoCells, read
 NOTEBOOK_TIMEOUT = 8  # seconds for all cells of a notebook: the endless loop is stopped by this
 CELL_TIMEOUT = 60  # longer than the budget, so a stop within it can only come from the budget
 AUTOGRADE_TIMEOUT = 120  # a hung nbgrader fails the test instead of stalling the suite
-ANSWER, TEST, DEMO = 0, 1, 3  # cell indices of the notebook below; cell 2 is a plain cell
+ANSWER, TEST, DEMO, BONUS = 0, 1, 3, 4  # cell indices of the notebook below; cell 2 is a plain cell
 SUBMISSIONS = {  # student -> source of the answer cell
     "normal": "answer = 42",
     "exits": "import os\nos._exit(3)",
@@ -42,7 +42,8 @@ def nbgrader_cell(source: str, **nbgrader) -> nbformat.NotebookNode:
 
 
 def source_notebook() -> nbformat.NotebookNode:
-    """An answer cell, its locked test, a plain cell and a demo cell that fails if it ever runs."""
+    """An answer cell, its locked test, a plain cell, then a demo cell and a test cell judged outside the kernel,
+    both failing if they ever run."""
     return new_notebook(cells=[
         nbgrader_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION", grade=False, grade_id="answer",
                       locked=False, solution=True),
@@ -50,6 +51,8 @@ def source_notebook() -> nbformat.NotebookNode:
                       grade_id="t1", points=1, locked=True, solution=False),
         new_code_cell("after = True"),
         new_code_cell("raise RuntimeError('the demo cell ran')", metadata={"tags": ["demo"]}),
+        nbgrader_cell("raise RuntimeError('the bonus test ran')", grade=True, grade_id="bonus", points=0,
+                      locked=True, solution=False),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
@@ -69,7 +72,8 @@ class Graded:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("course")
-    lines = ["c = get_config()", "c.CourseDirectory.course_id = 'x'", *autograde_config(NOTEBOOK_TIMEOUT, CELL_TIMEOUT)]
+    lines = ["c = get_config()", "c.CourseDirectory.course_id = 'x'", *autograde_config(NOTEBOOK_TIMEOUT, CELL_TIMEOUT,
+                                                                                       judged_outside=["bonus"])]
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
     (course / "source" / "ps").mkdir(parents=True)
     nbformat.write(source_notebook(), course / "source" / "ps" / "ps.ipynb")
@@ -143,7 +147,7 @@ def assert_graded(result: Graded) -> None:
 
 
 def test_config_swaps_execute_and_adds_demo_skip(tmp_path):
-    lines = autograde_config(600, 300)
+    lines = autograde_config(600, 300, judged_outside=["test_sampling"])
     (tmp_path / "nbgrader_config.py").write_text("\n".join(["c = get_config()", *lines]) + "\n")
     config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
     autograde = config.Autograde.autograde_preprocessors
@@ -157,6 +161,7 @@ def test_config_swaps_execute_and_adds_demo_skip(tmp_path):
     assert skip > overwrite, f"demo cells should be skipped after OverwriteCells restores locked cells: {sanitize}"
     assert config.GuardedExecute.notebook_timeout == 600 and config.GuardedExecute.timeout == 300, \
         f"both time limits should be set: {config.GuardedExecute}"
+    assert config.GuardedExecute.judged_outside == ["test_sampling"], f"cells not run: {config.GuardedExecute}"
     assert all(len(line) <= 120 for line in lines), "config lines should stay readable"
 
 
@@ -237,6 +242,16 @@ def test_demo_cell_is_replaced_and_not_run(graded):
     demo = result.notebook.cells[DEMO]
     assert demo.source == preprocessors.DEMO_STUB, f"the demo cell should be replaced by the stub: {demo.source!r}"
     assert not result.errors(DEMO), f"the demo cell raises if it runs, so it must not have: {demo.outputs}"
+
+
+@pytest.mark.slow
+def test_test_cell_judged_outside_is_not_run_and_says_so(graded):
+    result = graded("normal")
+    assert_graded(result)
+    bonus = result.notebook.cells[BONUS]
+    assert [o.get("text") for o in bonus.outputs] == [preprocessors.JUDGED_OUTSIDE], \
+        f"the bonus test raises if it runs; it should hold only the line saying it was not run: {bonus.outputs}"
+    assert "the bonus test ran" in bonus.source, "its source stays as handed out, for the feedback page"
 
 
 @pytest.mark.slow

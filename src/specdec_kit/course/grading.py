@@ -162,12 +162,14 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
     a solution; the config swaps in the kit's nbgrader preprocessors (time limits, demo cells, clean
     feedback)."""
     course.mkdir(parents=True, exist_ok=True)
-    write_course_config(course, *autograde_config(notebook_seconds, cell_seconds),
-                        # A deleted locked test cell is restored from the source, never scored 0 unseen.
-                        "c.OverwriteCells.add_missing_cells = True",
-                        *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))
     try:
-        generate_assignment(course, render_release(solution, publish.load_config(autograder_dir)))
+        release = render_release(solution, publish.load_config(autograder_dir))
+        bonus = list(extra_credit(nbformat.reads(release, as_version=4)))
+        write_course_config(course, *autograde_config(notebook_seconds, cell_seconds, judged_outside=bonus),
+                            # A deleted locked test cell is restored from the source, never scored 0 unseen.
+                            "c.OverwriteCells.add_missing_cells = True",
+                            *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))
+        generate_assignment(course, release)
     except NbgraderError as e:
         raise GradingSetupError(str(e)) from e
 
@@ -188,7 +190,10 @@ def course_points(course: Path) -> dict[str, float]:
 def course_extra_credit(course: Path) -> dict[str, float]:
     """Extra credit of every bonus test cell, by grade_id: the cell's `specdec.extra_credit` metadata. Its nbgrader
     points are 0, so the assignment's maximum stays what the required parts give."""
-    notebook = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return extra_credit(nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4))
+
+
+def extra_credit(notebook: nbformat.NotebookNode) -> dict[str, float]:
     return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata[EXTRA_CREDIT_KEY]["extra_credit"])
             for c in notebook.cells if is_graded_cell(c) and EXTRA_CREDIT_KEY in c.metadata}
 
@@ -510,7 +515,7 @@ def _disagreements(judged: verdict.Verdict, kernel: dict[str, float | None], poi
     out = []
     for test, result in judged.tests.items():
         if test not in kernel or kernel[test] is None or result.visible_passed is None or not points.get(test):
-            continue  # a bonus cell has 0 nbgrader points: its kernel score says nothing
+            continue  # a bonus cell has 0 nbgrader points (and is not run): its kernel score says nothing
         kernel_passed = kernel[test] >= points[test]
         if kernel_passed != result.visible_passed:
             seen = "passed" if kernel_passed else "failed"

@@ -69,11 +69,12 @@ def generate_assignment(course: Path, source_text: str, timeout: int = 300) -> P
     return released
 
 
-def autograde_config(notebook_timeout: int, cell_timeout: int) -> list[str]:
+def autograde_config(notebook_timeout: int, cell_timeout: int, judged_outside: list[str] = ()) -> list[str]:
     """Lines of nbgrader_config.py: nbgrader's default autograde preprocessors with the kit's swapped in.
 
     The defaults are read from the installed nbgrader and written out by name, so the config says exactly
-    what runs. `notebook_timeout` bounds the whole notebook (0: no bound), `cell_timeout` each cell.
+    what runs. `notebook_timeout` bounds the whole notebook (0: no bound), `cell_timeout` each cell;
+    the test cells `judged_outside` (grade_ids) are not run in the kernel.
     """
     from nbgrader.converters.autograde import Autograde
     from nbgrader.preprocessors import Execute
@@ -88,7 +89,8 @@ def autograde_config(notebook_timeout: int, cell_timeout: int) -> list[str]:
     return [*_list_setting("c.Autograde.sanitize_preprocessors", sanitize),
             *_list_setting("c.Autograde.autograde_preprocessors", autograde),
             f"c.GuardedExecute.notebook_timeout = {int(notebook_timeout)}",
-            f"c.GuardedExecute.timeout = {int(cell_timeout)}"]
+            f"c.GuardedExecute.timeout = {int(cell_timeout)}",
+            f"c.GuardedExecute.judged_outside = {list(judged_outside)!r}"]
 
 
 def _import_name(cls: type) -> str:

@@ -11,7 +11,9 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
   nbgrader delete the autograded notebook. Cells after the stop get a "NotRun" error output, so their
   tests score 0 and the rest of nbgrader (SaveAutoGrades) runs as usual. After a cell that ends in a
   MemoryError, the kernel lets go of the tracebacks IPython keeps, so what that cell's frames allocated is
-  freed before the next cell (memory the notebook's own variables still hold stays held).
+  freed before the next cell (memory the notebook's own variables still hold stays held). The test cells
+  named in `judged_outside` (the extra-credit ones: 0 nbgrader points, so nothing reads their outcome in
+  the kernel; the kit's verdict judges them) are not run: they get a line that says so.
 - If the environment variable SPECDEC_RUN_RECORD names a file, GuardedExecute keeps a JSON record of
   the run there, rewritten before every cell, so it still says where grading was if nbgrader is killed
   from outside. `read_run_record` reads it back. Its keys:
@@ -40,13 +42,14 @@ from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, Unicode, default
+from traitlets import Integer, List, Unicode, default
 
 from .. import settings
-from ..adapters import DEMO_TAG, is_graded_cell
+from ..adapters import DEMO_TAG, is_graded_cell, is_test_cell
 
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
+JUDGED_OUTSIDE = "not run in the notebook's own run: the kit grades this extra credit outside the notebook\n"
 # nbclient reads a timeout of 0 as "no limit": a budget that is all but spent still needs a positive limit.
 MIN_CELL_TIMEOUT = 0.1
 RELEASE_SECONDS = 30
@@ -176,6 +179,10 @@ class GuardedExecute(Execute):
         help=f"File for the JSON record of the run; defaults to the environment variable {RECORD_ENV}.",
     ).tag(config=True)
 
+    judged_outside = List(
+        Unicode(), help="grade_ids of test cells not run here: the kit's verdict alone judges them.",
+    ).tag(config=True)
+
     run_record: RunRecord | None = None
     _started: float | None = None  # the clock starts with the first cell, not with the kernel's launch
     _stop_reason: str | None = None  # set once the run stops: the NotRun message of every later cell
@@ -202,6 +209,10 @@ class GuardedExecute(Execute):
         label = cell_label(cell, index)
         if self._stop_reason is not None:
             self._mark_not_run(cell, label)
+            return cell, resources
+        if label in self.judged_outside and is_test_cell(cell):
+            cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=JUDGED_OUTSIDE)]
+            cell.execution_count = None
             return cell, resources
         self.run_record.current, self.run_record.seconds = {"index": index, "label": label}, self._elapsed()
         self._save()
