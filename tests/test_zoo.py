@@ -31,7 +31,7 @@ def test_parallel_materialize_builds_once(tmp_path):
     assert first == second, f"both processes should get the same model directories, got {first} and {second}"
     root = tmp_path / "zoo"
     built = [p.name for p in next(root.iterdir()).iterdir() if p.is_dir()]
-    assert built == ["scripted-v1"], f"expected one finished pair and no leftovers, found {built}"
+    assert built == [f"scripted-v{zoo.ZOO_VERSION}"], f"expected one finished pair and no leftovers, found {built}"
     for path in first:
         AutoModelForCausalLM.from_pretrained(path)
 

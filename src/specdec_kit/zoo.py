@@ -45,13 +45,16 @@ from .tokenizer import EOS_TOKEN, VOCAB_SIZE, build_tokenizer
 
 log = logging.getLogger(__name__)
 
-ZOO_VERSION = 1
+ZOO_VERSION = 2  # 2: the context-free pairs' silenced MLPs are narrow (same logits, half the forward)
 ZOO_PREFIX = "zoo:"
 BASE_LOGIT = 10.0  # table logit of a successor; every other token gets 0
 GAP = 4.0  # table-logit lead of the first successor on tokens that are not ties
 SPARE_DIMS = 32  # residual directions that carry the context-dependent tie-breaks
 TIE_SIGMA = 1.0  # standard deviation of a tie-break logit, calibrated on random contexts
 MIN_MARGIN = 1e-3  # smallest top-1/top-2 logit gap allowed on the kit's prompts (fp32 noise is ~1e-6)
+# Every MLP is silenced. Pairs that are timed keep a real model's MLP width (4 x hidden), so their forwards cost
+# what their shape says; the context-free pairs only serve checks, where a wide MLP that adds 0 is half the time.
+SILENT_MLP_WIDTH = 4
 
 
 @dataclass(frozen=True)
@@ -347,7 +350,8 @@ def _build_model(shape: Shape, table: torch.Tensor, tie_breaks: bool, seed: int,
     torch.manual_seed(seed)  # the blocks keep transformers' own random initialisation
     config = GPTNeoXConfig(
         vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads, intermediate_size=4 * shape.hidden, max_position_embeddings=2048,
+        num_attention_heads=shape.heads, intermediate_size=4 * shape.hidden if tie_breaks else SILENT_MLP_WIDTH,
+        max_position_embeddings=2048,
         bos_token_id=eos_id, eos_token_id=eos_id, tie_word_embeddings=False,
     )
     model = GPTNeoXForCausalLM(config).eval()
