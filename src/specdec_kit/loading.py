@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -91,18 +91,24 @@ def default_pair(device: str | torch.device, timing: bool = False) -> str:
     pair is for `timing` (test_speedup): that needs a pair of realistic sizes, offline when grading.
     """
     if settings.grading() and not timing:
-        log.info("grading: using the offline pair tiny")
+        _say_once("grading: using the offline pair tiny")
         return "tiny"
     if torch.device(device).type != "cuda":
-        log.info("no GPU: using the offline pair synthetic-small")
+        _say_once("no GPU: using the offline pair synthetic-small")
         return "synthetic-small"
     if settings.grading():
-        log.info("grading: using the offline pair synthetic-pythia")
+        _say_once("grading: using the offline pair synthetic-pythia")
         return "synthetic-pythia"
     if not hub_reachable():
-        log.info("the Hugging Face hub cannot be reached: using the offline pair synthetic-pythia")
+        _say_once("the Hugging Face hub cannot be reached: using the offline pair synthetic-pythia")
         return "synthetic-pythia"
     return "pythia"
+
+
+@cache
+def _say_once(message: str) -> None:
+    """Log why a pair was picked once per process (a grader picks it again for every submission)."""
+    log.info(message)
 
 
 def model_source(name: str) -> tuple[str, dict]:
