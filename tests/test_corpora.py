@@ -7,11 +7,10 @@ Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures 
 import csv
 import shutil
 
-import nbformat
 import pytest
 
 from specdec_kit.cli import main
-from specdec_kit.course import feedback, verdict
+from specdec_kit.course import feedback, grading, verdict
 
 from conftest import REPO
 from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
@@ -78,8 +77,7 @@ def test_tamper_acted_and_gained_nothing(graded, case):
 def test_the_notebooks_own_run_meets_the_memory_limit(graded):
     """A cell that allocates without bound gets a MemoryError; the kernel frees what it held and goes on."""
     _, out, _ = graded
-    path = out / "course" / "autograded" / "unbounded_memory" / "speculative_decoding" / "speculative_decoding.ipynb"
-    cells = nbformat.read(path, as_version=4).cells
+    cells = grading.read_autograded(out / "course", "unbounded_memory").cells
     hoard = next(c for c in cells if c.cell_type == "code" and c.source.startswith("def hoard():"))
     assert [o.get("ename") for o in hoard.outputs] == ["MemoryError"], f"outputs: {hoard.outputs}"
     stopped = [o.ename for c in cells for o in c.get("outputs", []) if o.get("ename") in ("NotRun", "KernelDied")]
@@ -117,9 +115,8 @@ def lost_anywhere(row: dict) -> set[str]:
 
 def verdicts(out, student: str) -> dict[str, str]:
     """test -> the kit's verdict as shown in the autograded notebook: "" when passed, else its message."""
-    path = out / "course" / "autograded" / student / "speculative_decoding" / "speculative_decoding.ipynb"
     found = {}
-    for cell in nbformat.read(path, as_version=4).cells:
+    for cell in grading.read_autograded(out / "course", student).cells:
         test = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and test in PLAN_TESTS:
             last = cell.outputs[-1]  # the verdict closes the cell's outputs
@@ -129,11 +126,10 @@ def verdicts(out, student: str) -> dict[str, str]:
 
 def _printed(out, student: str) -> str:
     """What a submission printed: its kernel's outputs and its grading children's logs."""
-    path = out / "course" / "autograded" / student / "speculative_decoding" / "speculative_decoding.ipynb"
+    notebook = grading.read_autograded(out / "course", student)
     text = ""
-    if path.is_file():
-        for cell in nbformat.read(path, as_version=4).cells:
-            text += "".join(o.get("text", "") + o.get("evalue", "") for o in cell.get("outputs", []))
+    for cell in notebook.cells if notebook else []:
+        text += "".join(o.get("text", "") + o.get("evalue", "") for o in cell.get("outputs", []))
     return text + "".join(p.read_text(errors="replace") for p in (out / "course").parent.glob(f"logs/{student}.*"))
 
 

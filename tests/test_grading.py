@@ -144,9 +144,7 @@ def test_batch_scores_come_from_the_verdict(batch):
 def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
     """Nothing reads a bonus cell's outcome in the kernel (0 nbgrader points), so the kernel does not run it."""
     course, _, _, _ = batch
-    notebook = nbformat.read(course / "autograded" / "amy" / "speculative_decoding" / "speculative_decoding.ipynb",
-                             as_version=4)
-    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in notebook.cells}
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in grading.read_autograded(course, "amy").cells}
     for test in ("test_sampling", "test_lookup", "test_adaptive"):
         texts = [o.get("text", "") for o in cells[test].outputs]
         verdict = f"The kit's grading of {test}: passed"
@@ -159,7 +157,7 @@ def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
 def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
     """mallory's kernel gave every cell of every student full marks; the kit's final pass put the scores back."""
     course, _, grades, _ = batch
-    kernel = (course / "autograded" / "mallory" / "speculative_decoding" / "speculative_decoding.ipynb").read_text()
+    kernel = grading.autograded_path(course, "mallory").read_text()
     assert "gradebook written" in kernel, "the tamper must have written the gradebook, or this test proves nothing"
     with sqlite3.connect(course / "gradebook.db") as db:
         rows = db.execute("SELECT s.student_id, g.auto_score, g.manual_score FROM grade g "

@@ -154,7 +154,7 @@ def test_children_leave_no_working_folder_behind(plan):
     before = folders()
     crash = "        import os\n        os._exit(1)\n"
     judged = judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + crash),
-                           dataclasses.replace(plan, tests={"test_exact": plan.tests["test_exact"]}))
+                   dataclasses.replace(plan, tests={"test_exact": plan.tests["test_exact"]}))
     assert "exited (status 1)" in judged.tests["test_exact"].message, judged.tests["test_exact"].message
     assert folders() == before, f"left behind: {sorted(folders() - before)}"
 
