@@ -27,7 +27,7 @@ from .nbgrader import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_assignme
 STUDENT_TREE = ("src", "data", "pyproject.toml")
 # Seconds of a whole run on 2 idle cores (first run on a machine, later runs), from `specdec-kit time-notebook
 # [--finished] [--fresh-cache]`; the student README states them.
-RUN_SECONDS = {"blank": (22, 11), "finished": (218, 181)}
+RUN_SECONDS = {"blank": (14, 8), "finished": (193, 165)}
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
 MANIFEST = ".specdec-export"
 MANIFEST_HEADER = "# Written by `specdec-kit release --student-repo`: the files it wrote, replaced on each export.\n"
