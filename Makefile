@@ -1,15 +1,15 @@
 # The two commands of the README, each installing what it needs into .venv first:
 #   make demo     run the reference decoder over the kit's prompts on this machine's default pair
 #   make test     lint, check the solution notebook is built from its .py, run the tests
-# autograder/install.sh installs environment.yml's pins (the same script as Gradescope's and the image's).
+# packaging/install.sh installs environment.yml's pins (the same script as Gradescope's and the image's).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test
 
-$(STAMP): pyproject.toml environment.yml autograder/install.sh
-	bash autograder/install.sh $(VENV)
+$(STAMP): pyproject.toml environment.yml packaging/install.sh
+	bash packaging/install.sh $(VENV)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -17,8 +17,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/specdec-kit build-notebook --check solutions/speculative_decoding.py
-	$(VENV)/bin/specdec-kit release --check
+	$(VENV)/bin/specdec-course build-notebook --check solutions/speculative_decoding.py
+	$(VENV)/bin/specdec-course release --check
 	$(PY) -m pytest -q -m "not slow"
 
 # The slow tests: nbgrader, kernels and grading children; both grading corpora graded as a class (the
@@ -41,10 +41,10 @@ $(STAMP4): pyproject.toml environment.yml
 
 .PHONY: test-transformers4
 test-transformers4: $(STAMP) $(STAMP4)
-	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/test_cache.py tests/test_scripted.py tests/test_forwards.py \
-		tests/test_exactness.py tests/test_errors.py tests/test_catalogue.py
+	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/kit/test_cache.py tests/course/test_scripted.py tests/kit/test_forwards.py \
+		tests/kit/test_exactness.py tests/kit/test_errors.py tests/course/test_catalogue.py
 
 # The kit proves itself: real nbgrader autograding of the solution, the blank release and the catalogue.
 .PHONY: selftest
 selftest: $(STAMP)
-	$(VENV)/bin/specdec-kit selftest --jobs 2
+	$(VENV)/bin/specdec-course selftest --jobs 2

@@ -1,14 +1,16 @@
 """The hidden halves of the assignment's test cells, and the grading plan that pairs them with the visible ones.
 
 Other prompts, other starting tokens, other k and a second zoo pair (`tiny-b`) than the visible cells
-use, so that code fitted to the visible cases does not pass. `specdec-kit autograde` loads this file by
+use, so that code fitted to the visible cases does not pass. `specdec-course autograde` loads this file by
 path in the grading process (`verdict.load_plan`); no student's kernel has it on its import path.
-Every check takes the runner the grader gives it (the probes run in a child process, the judging here).
+Every check takes the runner the grader gives it (the probes run in a child process, the judging here), and the
+hidden cases' answers come from the course's oracle, computed here (the visible ones read the kit's recorded data).
 """
 
 import random
 from pathlib import Path
 
+from specdec_course.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.timing import ForwardCosts
 
@@ -35,11 +37,11 @@ def check_loading(decoder):
 
 
 def check_draft_tokens(decoder):
-    checks.check_draft_tokens(decoder, starts=_starts(40, 6), k_values=(3, 5, 9))
+    checks.check_draft_tokens(decoder, starts=_starts(40, 6), k_values=(3, 5, 9), answers=ORACLE)
 
 
 def check_verify_alignment(decoder):
-    checks.check_verify_alignment(decoder, starts=_starts(50, 8), k_values=(1, 3, 5, 8))
+    checks.check_verify_alignment(decoder, starts=_starts(50, 8), k_values=(1, 3, 5, 8), answers=ORACLE)
 
 
 def check_correction_and_bonus(decoder):
@@ -47,7 +49,7 @@ def check_correction_and_bonus(decoder):
 
 
 def check_eos_and_budget(decoder):
-    checks.check_eos_and_budget(decoder, checks.eos_and_budget_cases(chain_start=1, cycle_start=80))
+    checks.check_eos_and_budget(decoder, checks.eos_and_budget_cases(chain_start=1, cycle_start=80), answers=ORACLE)
 
 
 def check_exact(decoder):
@@ -55,11 +57,11 @@ def check_exact(decoder):
 
 
 def check_counts(decoder):
-    checks.check_counts(decoder, starts=_starts(60, 5), k=3)
+    checks.check_counts(decoder, starts=_starts(60, 5), k=3, answers=ORACLE)
 
 
 def check_cache_use(decoder):
-    checks.check_cache_use(decoder, starts=_starts(70, 4), k=3)
+    checks.check_cache_use(decoder, starts=_starts(70, 4), k=3, answers=ORACLE)
 
 
 def _lookup_sequences(count: int, seed: int) -> tuple[tuple[list[int], int], ...]:
@@ -70,14 +72,14 @@ def _lookup_sequences(count: int, seed: int) -> tuple[tuple[list[int], int], ...
 
 def check_lookup(decoder):
     checks.check_lookup(decoder, draft_cases=_lookup_sequences(8, seed=5), tiny_pair="tiny-b",
-                        tiny_prompts=PROMPTS[:2], scripted_cases=((80, 10, 5, 22), (110, 5, 2, 14)))
+                        tiny_prompts=PROMPTS[:2], scripted_cases=((80, 10, 5, 22), (110, 5, 2, 14)), answers=ORACLE)
 
 
 def check_adaptive(decoder):
     # Prices as on a GPU, where a target forward costs the same for any length up to 17 tokens.
     costs = ForwardCosts(draft=0.05, verify=(1.0,) * 17)
     checks.check_adaptive(decoder, cases=((90, 2, 36), (120, 5, 30)), costs=costs, tiny_pair="tiny-b",
-                          tiny_prompts=PROMPTS[1:])
+                          tiny_prompts=PROMPTS[1:], answers=ORACLE)
 
 
 def check_sampling(decoder):

@@ -62,7 +62,7 @@ import os
 import subprocess
 import sys
 
-KIT = "{{KIT_INSTALL}}"  # filled in by `specdec-kit release`
+KIT = "{{KIT_INSTALL}}"  # filled in by `specdec-course release`
 if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specdec_kit") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], check=True)
 
@@ -81,7 +81,7 @@ from specdec_kit.loading import (
     resolve_device,
     resolve_pair,
 )
-from specdec_kit.sampling import check_sampling, warp
+from specdec_kit.sampling import check_sampling_settings, warp
 from specdec_kit.timing import ForwardCosts, measure_forward_costs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -632,7 +632,7 @@ class SpeculativeSampler(CachedSpeculativeDecoder):
                            temperature: float = 1.0, top_p: float = 1.0,
                            generator: torch.Generator | None = None) -> DecodeResult:
         """Sample a continuation of `prompt` distributed as the target's own sampling with these settings."""
-        check_sampling(temperature, top_p)
+        check_sampling_settings(temperature, top_p)
         self.temperature, self.top_p, self.generator = temperature, top_p, generator
         return self.speculative_decode(prompt, max_tokens, num_speculative_tokens)
 
@@ -927,7 +927,7 @@ hidden.check_adaptive(AdaptiveSpeculativeDecoder)
 
 # %% tags=["demo"]
 # Adaptive k (first k 4) beside every fixed k of your cached decoder and HF's heuristic schedule, on the sweep above;
-# `specdec-kit adaptive` judges them on two pairs whose best fixed k differ.
+# `specdec-course adaptive` judges them on two pairs whose best fixed k differ.
 adaptive = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
                           "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
                          TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_kit import reference, settings, zoo
+from specdec_kit import baseline, settings, zoo
 from specdec_kit.adapters import load_decoder_classes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,4 +47,4 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
-    return reference.target_greedy(decoder.target_model, ids, max_new_tokens)
+    return baseline.target_greedy(decoder.target_model, ids, max_new_tokens)

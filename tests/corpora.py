@@ -6,7 +6,7 @@
   calls, caching outputs, reading the instructors' files, writing the gradebook, ...). Each tamper prints
   a marker once it has acted, so a tamper that crashed before acting is told apart from one that failed.
 
-`write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-kit autograde`;
+`write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-course autograde`;
 `tests/test_corpora.py` grades them and checks each row against its `Expected`.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit.course.catalogue import Entry, make_submission
+from specdec_course.catalogue import Entry, make_submission
 
 from conftest import REPO, SOLUTION
 
@@ -275,9 +275,9 @@ os._exit(0)
 
 def hard_coded() -> nbformat.NotebookNode:
     """Tokens written in for the visible prompts (computed here, as a student could from the public kit)."""
-    from specdec_kit import checks, reference
+    from specdec_kit import baseline, checks
 
-    table = {prompt: list(reference.zoo_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
+    table = {prompt: list(baseline.zoo_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
     code = (f"        TABLE = {json.dumps(table)}\n"
             f"        {marker('hard_coded')}\n"
             "        tokens = TABLE[prompt][:max_tokens]\n"
@@ -287,7 +287,7 @@ def hard_coded() -> nbformat.NotebookNode:
 
 
 def generate_behind_counts() -> nbformat.NotebookNode:
-    from specdec_kit.course.catalogue import load_catalogue
+    from specdec_course.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "target_does_all_work"]
     notebook = make_submission(SOLUTION, entry)
@@ -300,7 +300,7 @@ def on_blank(code: str) -> Callable[[], nbformat.NotebookNode]:
 
 
 def catalogue_entry(name: str) -> nbformat.NotebookNode:
-    from specdec_kit.course.catalogue import load_catalogue
+    from specdec_course.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == name]
     return make_submission(SOLUTION, entry)

@@ -1,4 +1,4 @@
-"""Both corpora (tests/corpora.py) graded in one batch with `specdec-kit autograde --jobs 2`: every row as
+"""Both corpora (tests/corpora.py) graded in one batch with `specdec-course autograde --jobs 2`: every row as
 expected, no tamper above the blank release on the tests it targets, no feedback page that leaks.
 
 Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures CI shows)
@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from specdec_kit.cli import main
-from specdec_kit.course import feedback, grading, verdict
+from specdec_course import feedback, grading, verdict
+from specdec_course.cli import main
 
 from conftest import REPO
 from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
@@ -85,7 +85,7 @@ def test_the_notebooks_own_run_meets_the_memory_limit(graded):
 
 
 def test_a_hang_costs_only_the_checks_it_hangs(graded):
-    """The verdict on an endless loop in one edge case (once judged again by tests/test_verdict.py, with the same
+    """The verdict on an endless loop in one edge case (once judged again by tests/course/test_verdict.py, with the same
     edit): that check is cut off at its limit and named, every other test passes, bonus tests included."""
     rows, out, _ = graded
     assert lost_anywhere(rows["infinite_loop"]) == {"test_eos_and_budget"}, \
@@ -100,7 +100,7 @@ def test_a_hang_costs_only_the_checks_it_hangs(graded):
 
 
 def test_a_method_that_hides_its_forwards_loses_test_counts_only(graded):
-    """Hiding the uncached class's forwards (once judged again by tests/test_verdict.py, with the same edit)."""
+    """Hiding the uncached class's forwards (once judged again by tests/course/test_verdict.py, with the same edit)."""
     rows, out, _ = graded
     assert lost_anywhere(rows["hide_forwards"]) == {"test_counts"}, \
         f"hiding forwards must cost test_counts only; lost {sorted(lost_anywhere(rows['hide_forwards']))}"

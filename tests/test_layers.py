@@ -1,6 +1,8 @@
-"""Imports point down: runtime primitives, then what runs and judges decoders, then the instructor pipeline
-(`course/`), then the CLI. Every import is read with `ast` (inside functions too, and `importlib.import_module`
-strings); the checker proves itself on a planted upward edge. Nothing a notebook imports pulls in `course/`.
+"""Imports point down, across both packages: the student package's runtime primitives, then what runs and judges
+decoders, then its command; the instructor package above it all, its command on top. The student package
+never imports the instructor package. Every import is read with `ast` (inside functions too, and
+`importlib.import_module` strings); the checker proves itself on planted upward edges. Nothing a notebook
+imports pulls in the instructor package. docs/architecture.md draws the same layers.
 
 Example run: python -m pytest tests/test_layers.py -q
 """
@@ -15,40 +17,45 @@ import pytest
 
 from conftest import REPO
 
-PACKAGE = REPO / "src" / "specdec_kit"
+SRC = REPO / "src"
+KIT, COURSE = "specdec_kit", "specdec_course"
 LAYERS = {
-    0: ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "reference",
-        "theory", "sampling"],
-    1: ["probes", "bench", "adaptive_bench", "plot", "demo", "checks", "adapters"],
-    2: ["course"],
-    3: ["cli"],
+    0: [f"{KIT}.{name}" for name in ("__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo",
+                                      "loading", "timing", "baseline", "theory", "sampling")],
+    1: [f"{KIT}.{name}" for name in ("probes", "bench", "plot", "demo", "checks", "adapters")],
+    2: [f"{KIT}.cli"],
+    3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
+                                         "baseline_probe", "adaptive_bench", "publish", "release", "notebooks",
+                                         "preprocessors", "isolation", "verdict", "scan", "feedback", "grading",
+                                         "collect", "results", "export", "report", "similarity", "gradescope",
+                                         "catalogue", "selftest", "student_run")],
+    4: [f"{COURSE}.cli"],
 }
 LAYER = {name: layer for layer, names in LAYERS.items() for name in names}
-# Upward imports kept on purpose, as (importer, imported): none today. A compatibility re-export of a name
-# that moved up would be listed here, with the reason.
+# Upward imports kept on purpose, as (importer, imported): none today.
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
-# What the notebooks import (the solution's and the release's cells): none of it may pull in course/.
+# What the notebooks import (the solution's and the release's cells): none of it may pull in the instructor package.
 NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.loading", "specdec_kit.checks",
                     "specdec_kit.plot", "specdec_kit.prompts", "specdec_kit.sampling"]
 
 
 def top(module: str) -> str:
-    """The layer table's name for a kit module: its first component under specdec_kit."""
+    """The layer table's name for a module: its package and first component ("specdec_kit.checks")."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    return ".".join(parts[:2]) if len(parts) > 1 else f"{parts[0]}.__init__"
 
 
-def module_name(path: Path, package: Path) -> str:
-    relative = path.relative_to(package.parent).with_suffix("")
+def module_name(path: Path, src: Path) -> str:
+    relative = path.relative_to(src).with_suffix("")
     parts = list(relative.parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def imports(path: Path, package: Path) -> set[str]:
-    """Every kit module `path` imports, by any import statement or importlib.import_module("...") call."""
-    here = module_name(path, package).split(".")
+def imports(path: Path, src: Path) -> set[str]:
+    """Every module of either package `path` imports, by any import statement or importlib.import_module("...")."""
+    here = module_name(path, src).split(".")
     if path.name != "__init__.py":
         here = here[:-1]  # relative imports start from the module's package
     found = set()
@@ -63,48 +70,48 @@ def imports(path: Path, package: Path) -> set[str]:
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             found.add(node.args[0].value)
-    return {name for name in found if name.split(".")[0] == package.name and top(name) in LAYER}
+    return {name for name in found if name.split(".")[0] in (KIT, COURSE) and top(name) in LAYER}
 
 
-def upward_edges(package: Path) -> list[str]:
+def upward_edges(src: Path) -> list[str]:
     """'importer -> imported (layer a -> layer b)' for every import that points up, and modules not in the table."""
     problems = []
-    for path in sorted(package.rglob("*.py")):
-        importer = top(module_name(path, package))
+    for path in sorted(src.rglob("*.py")):
+        importer = top(module_name(path, src))
         if importer not in LAYER:
-            problems.append(f"{path.relative_to(package)} is in no layer of tests/test_layers.py")
+            problems.append(f"{path.relative_to(src)} is in no layer of tests/test_layers.py")
             continue
-        for imported in sorted({top(name) for name in imports(path, package)}):
+        for imported in sorted({top(name) for name in imports(path, src)}):
             if LAYER[imported] > LAYER[importer] and (importer, imported) not in ALLOWED_UPWARD:
                 problems.append(f"{importer} -> {imported} (layer {LAYER[importer]} -> {LAYER[imported]})")
     return problems
 
 
 def test_imports_point_down():
-    problems = upward_edges(PACKAGE)
+    problems = upward_edges(SRC)
     assert problems == [], "imports that point up (or modules in no layer):\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("planted", ["    from .course import grading\n", "    import specdec_kit.cli\n",
-                                     "    importlib.import_module('specdec_kit.course.verdict')\n"])
+@pytest.mark.parametrize("planted", ["    from specdec_course import grading\n", "    from .. import cli\n",
+                                     "    importlib.import_module('specdec_course.verdict')\n"])
 def test_checker_sees_a_planted_upward_edge(tmp_path, planted):
-    copy = tmp_path / "specdec_kit"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    result = copy / "result.py"
+    copy = tmp_path / "src"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    result = copy / KIT / "checks" / "core.py"
     result.write_text(result.read_text() + f"\n\ndef _planted():\n    import importlib\n{planted}")
     problems = upward_edges(copy)
-    assert any(p.startswith("result -> ") for p in problems), f"the planted import was not seen: {problems}"
+    assert any(p.startswith("specdec_kit.checks -> ") for p in problems), f"the planted import was not seen: {problems}"
 
 
-def test_every_kit_module_is_in_a_layer():
-    names = {top(module_name(p, PACKAGE)) for p in PACKAGE.rglob("*.py")}
+def test_every_module_is_in_a_layer():
+    names = {top(module_name(p, SRC)) for p in SRC.rglob("*.py")}
     assert names == set(LAYER), f"modules without a layer: {names - set(LAYER)}; layers without a module: " \
                                 f"{set(LAYER) - names}"
 
 
 def test_what_a_notebook_imports_never_imports_the_instructor_pipeline():
     code = ("import sys\n" + "".join(f"import {m}\n" for m in NOTEBOOK_MODULES)
-            + "print(sorted(m for m in sys.modules if m.startswith(('specdec_kit.course', 'nbgrader'))))")
+            + "print(sorted(m for m in sys.modules if m.startswith(('specdec_course', 'nbgrader'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"importing what a notebook imports loaded: {out}"
 
@@ -129,10 +136,10 @@ def test_every_name_a_notebook_imports_is_still_importable():
                             f"{node.module}.{alias.name}"), f"{notebook.name}: {node.module}.{alias.name} is gone"
 
 
-def readme_layers() -> dict[int, str]:
-    """The README's drawing of the layers: the text of each numbered row group, by layer."""
-    text = (REPO / "README.md").read_text()
-    drawing = text.split("import and fails on one that points up")[1].split("```")[1]
+def drawn_layers() -> dict[int, str]:
+    """docs/architecture.md's drawing of the layers: the text of each numbered row group, by layer."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    drawing = text.split("<!-- layers -->")[1].split("```")[1]
     rows: dict[int, str] = {}
     layer = None
     for line in drawing.splitlines():
@@ -143,18 +150,15 @@ def readme_layers() -> dict[int, str]:
     return rows
 
 
-def test_readme_draws_every_module_in_its_layer():
-    """The README's layout drawing names each module file (and each file of course/ and checks/) in its layer."""
-    rows = readme_layers()
+def test_architecture_page_draws_every_module_in_its_layer():
+    """docs/architecture.md's drawing names each module (a subpackage as `checks/`) in its layer."""
+    rows = drawn_layers()
     missing = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        name = top(module_name(path, PACKAGE))
-        if name == "__init__":
+    for name, layer in LAYER.items():
+        stem = name.split(".")[1]
+        if stem == "__init__":
             continue
-        if path.parent == PACKAGE:
-            shown = path.name
-        else:  # a subpackage is drawn as `course/`, its modules by their stems
-            shown = f"{path.parent.name}/" if path.name == "__init__.py" else path.stem
-        if shown not in rows.get(LAYER[name], ""):
-            missing.append(f"{path.relative_to(PACKAGE)} (layer {LAYER[name]})")
-    assert not missing, f"the README's layout drawing should name these in their layer: {missing}"
+        shown = f"{stem}/" if (SRC / name.replace(".", "/")).is_dir() else f"{stem}.py"
+        if shown not in rows.get(layer, ""):
+            missing.append(f"{name} (layer {layer})")
+    assert not missing, f"docs/architecture.md's layer drawing should name these in their layer: {missing}"

@@ -2,10 +2,10 @@
 
     specdec-kit bench --pair synthetic-small --k 1,2,4,8 --repeats 3 --out out/bench
 
-On one pair, one machine and the same prompts, in one run, it times:
+The one timing harness: the benchmark, the notebook's benchmark cell and speed check, and grading's speed
+test all time through `run_bench`. On one pair, one machine and the same prompts, in one run, it times:
 - `target_greedy`: the target's own `generate(do_sample=False)` with its cache (the baseline);
-- `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config and
-  checked against the calls the draft actually received;
+- `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config;
 - `no_cache`: the notebook's `SpeculativeDecoder`;
 - `cached`: the notebook's `CachedSpeculativeDecoder`;
 and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling methods:
@@ -15,13 +15,16 @@ and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling met
 and the model-free drafting methods, greedy and so judged against `target_greedy` (tokens identical):
 - `hf_prompt_lookup`: `generate(prompt_lookup_num_tokens=k, max_matching_ngram_size=3)`, no draft model;
 - `prompt_lookup`: the notebook's `PromptLookupDecoder`;
-and the adaptive-k methods, greedy, whose k is the first round's (`adaptive.py` judges them):
+and the adaptive-k methods, greedy, whose k is the first round's:
 - `hf_adaptive`: `generate(assistant_model=draft)` with HF's heuristic schedule and confidence threshold 0.4;
 - `adaptive`: the notebook's `AdaptiveSpeculativeDecoder`.
-Sampled rows are compared with `target_sampling` at their temperature: the same distribution, not the same
-tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat, with their order rotated,
-so drift hits all alike. Forward calls are counted and timed by hooks on the models (`timing.py`),
-never taken from the decoder. The figures (`rows`, `summary`, `by_category`, `micro`) follow `bench_schema.json`.
+HF's rows hold their tokens and forward counts; their rounds and acceptance are read off the target's forwards
+only by the instructor package (`specdec_course.hf_methods`), since that reading would answer the checks.
+Sampled rows are compared with `target_sampling` at their temperature: the same
+distribution, not the same tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat,
+with their order rotated, so drift hits all alike. Forward calls are counted and timed by hooks on the models
+(`timing.py`), never taken from the decoder. The figures (`rows`, `summary`, `by_category`, `micro`) follow
+`bench_schema.json`.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ import transformers
 from tqdm.auto import tqdm
 
 from . import zoo
+from .baseline import target_greedy
 from .loading import load_model
 from .prompts import Prompt
-from .reference import target_greedy
 from .result import Acceptance, acceptance
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, NoProgress, Observer, median_forward_seconds, synchronize, timed
@@ -96,10 +99,6 @@ def notebook_sweep(device: str) -> Sweep:
 PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K = "The future of Artificial Intelligence is", 12, 3
 
 
-class HFKMismatchError(RuntimeError):
-    """HF assisted generation proposed a different number of draft tokens than asked."""
-
-
 class NotReadyError(ValueError):
     """A notebook's decoder cannot be benchmarked yet: on the tiny pair it fails or gives other tokens."""
 
@@ -142,9 +141,14 @@ def sampling_kwargs(temperature: float) -> dict:
 
 def run_target_sampling(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
                         temperature: float | None = None) -> Decoded:
+    return generate_tokens(setup, prompt, max_new_tokens, **sampling_kwargs(temperature))
+
+
+def generate_tokens(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
+    """The new tokens of the target's own `generate` with these arguments."""
     ids = encode(setup, prompt)
     out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                **sampling_kwargs(temperature))
+                                **generate_kwargs)
     return Decoded(out[0, ids.shape[1]:].tolist())
 
 
@@ -156,54 +160,36 @@ def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
     config.assistant_confidence_threshold = 0.0
 
 
-def run_hf_assisted(setup: Setup, prompt: str, max_new_tokens: int, k: int,
-                    temperature: float | None = None) -> Decoded:
+def assisted_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
+    """HF assisted generation at a fixed k, greedy or sampling at `temperature`."""
     pin_assistant_k(setup.draft, k)
-    sampling = sampling_kwargs(temperature) if temperature else {"do_sample": False}
-    decoded = generate_in_rounds(setup, prompt, max_new_tokens, assistant_model=setup.draft, **sampling)
-    if max(decoded.proposed) != min(k, max_new_tokens - 1):
-        raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
-                               f"{max(decoded.proposed)} draft tokens per round: {decoded.proposed}")
-    return decoded
+    return {"assistant_model": setup.draft, **(sampling_kwargs(temperature) if temperature else {"do_sample": False})}
 
 
-def generate_in_rounds(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
-    """The target's own `generate` with these arguments, its rounds read off its forward calls."""
-    ids = encode(setup, prompt)
-    with ForwardRecorder(setup.target) as calls:
-        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                    **generate_kwargs)
-    tokens = out[0, ids.shape[1]:].tolist()
-    return Decoded(tokens, *rounds_from_target_calls(list(calls), ids.shape[1], len(tokens)))
-
-
-def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[list[int], list[int]]:
-    """Per-round proposed and accepted drafts of a cached decoder, read off its target's forwards.
-
-    Round r feeds the last round's token plus its drafts onto a cache holding everything before that
-    token, so the cache length grows by exactly the tokens round r emitted (accepted drafts + 1).
-    """
-    lengths = [prompt_len] + [call.cached_tokens + 1 for call in calls[1:]] + [prompt_len + new_tokens]
-    proposed = [calls[0].new_tokens - prompt_len] + [call.new_tokens - 1 for call in calls[1:]]
-    accepted = [after - before - 1 for before, after in zip(lengths, lengths[1:])]
-    return proposed, accepted
-
-
-def run_hf_adaptive(setup: Setup, prompt: str, max_new_tokens: int, k: int,
-                    temperature: float | None = None) -> Decoded:
+def adaptive_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
     """HF's own adaptive k: from k, +2 after a round that accepts every draft, -1 otherwise, and a draft stopped
     below ADAPTIVE_THRESHOLD. Set afresh each call: the heuristic schedule carries k over from call to call."""
     config = setup.draft.generation_config
     config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "heuristic"
     config.assistant_confidence_threshold = ADAPTIVE_THRESHOLD
-    return generate_in_rounds(setup, prompt, max_new_tokens, assistant_model=setup.draft, do_sample=False)
+    return {"assistant_model": setup.draft, "do_sample": False}
 
 
-def run_hf_prompt_lookup(setup: Setup, prompt: str, max_new_tokens: int, k: int,
-                         temperature: float | None = None) -> Decoded:
-    """HF's prompt lookup: up to k drafts per round from n-gram matches (no fixed count, so no k check)."""
-    return generate_in_rounds(setup, prompt, max_new_tokens, prompt_lookup_num_tokens=k,
-                              max_matching_ngram_size=LOOKUP_NGRAM, do_sample=False)
+def lookup_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
+    """HF's prompt lookup: up to k drafts per round from n-gram matches, no draft model."""
+    return {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": LOOKUP_NGRAM, "do_sample": False}
+
+
+# generate's arguments for each of HF's own speculative methods. The student package times their tokens; the
+# instructor package (`specdec_course.hf_methods`) also reads their rounds off the target's forwards.
+HF_KWARGS = {"hf_assisted": assisted_kwargs, "hf_assisted_sampling": assisted_kwargs,
+             "hf_prompt_lookup": lookup_kwargs, "hf_adaptive": adaptive_kwargs}
+
+
+def run_hf(method: str) -> Callable:
+    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
+        return generate_tokens(setup, prompt, max_new_tokens, **HF_KWARGS[method](setup, k, temperature))
+    return run
 
 
 def run_decoder(method: str) -> Callable:
@@ -219,12 +205,9 @@ def run_decoder(method: str) -> Callable:
     return run
 
 
-RUNNERS = {"target_greedy": run_target_greedy, "hf_assisted": run_hf_assisted,
-           "no_cache": run_decoder("no_cache"), "cached": run_decoder("cached"),
-           "target_sampling": run_target_sampling, "hf_assisted_sampling": run_hf_assisted,
-           "sampling": run_decoder("sampling"), "hf_prompt_lookup": run_hf_prompt_lookup,
-           "prompt_lookup": run_decoder("prompt_lookup"), "hf_adaptive": run_hf_adaptive,
-           "adaptive": run_decoder("adaptive")}
+RUNNERS = {"target_greedy": run_target_greedy, "target_sampling": run_target_sampling,
+           **{method: run_hf(method) for method in HF_KWARGS},
+           **{method: run_decoder(method) for method in DECODER_METHODS}}
 
 
 def encode(setup: Setup, prompt: str) -> torch.Tensor:
@@ -243,11 +226,11 @@ def acceptance_figures(drafts: Acceptance) -> dict:
 
 
 def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_tokens: int,
-            temperature: float | None = None) -> tuple[Decoded, dict]:
+            temperature: float | None = None, runners: dict[str, Callable] = RUNNERS) -> tuple[Decoded, dict]:
     """Run one method once, timed, with both models' forwards counted and timed by hooks."""
     with ForwardRecorder(_model_of(setup, method, "target")) as target_calls, \
             ForwardRecorder(_model_of(setup, method, "draft")) as draft_calls:
-        outcome, seconds = timed(setup.device, RUNNERS[method], setup, prompt.text, max_new_tokens, k, temperature)
+        outcome, seconds = timed(setup.device, runners[method], setup, prompt.text, max_new_tokens, k, temperature)
     row = {
         "method": method, "k": k, "temperature": temperature, "prompt_id": prompt.id, "category": prompt.category,
         "new_tokens": len(outcome.token_ids), "seconds": seconds, "tokens_per_s": len(outcome.token_ids) / seconds,
@@ -375,33 +358,42 @@ def bench_plan(methods: list[str], k_values: list[int], temperatures: list[float
     return plan
 
 
+def interleaved(plan: list, prompts: list, repeats: int):
+    """(repeat, prompt, plan's entries in this run's order): every entry once per prompt and repeat, the order
+    rotated from run to run so that drift hits all alike. The benchmark, `benchmark_decoder` and grading's speed
+    test all time in this order."""
+    for repeat in range(repeats):
+        for index, prompt in enumerate(prompts):
+            shift = (repeat + index) % len(plan)
+            yield repeat, prompt, plan[shift:] + plan[:shift]
+
+
 def run_bench(setup: Setup, prompts: list[Prompt], k_values: list[int], repeats: int,
               methods: list[str], max_new_tokens: int | None = None, progress: bool = True,
               micro: bool = True, temperatures: list[float] = (),
-              micro_k_values: list[int] | None = None, adaptive_k: list[int] | None = None) -> tuple[list, dict]:
+              micro_k_values: list[int] | None = None, adaptive_k: list[int] | None = None,
+              runners: dict[str, Callable] = RUNNERS) -> tuple[list, dict]:
     """All rows (method x k x temperature x prompt x repeat) and the micro-benchmark (unless `micro` is False; of
-    verification at `micro_k_values`, default `k_values`), methods interleaved. Sampled rows draw from torch's
-    generator, seeded once here."""
+    verification at `micro_k_values`, default `k_values`), methods interleaved, each run by `runners[method]`.
+    Sampled rows draw from torch's generator, seeded once here."""
     plan = bench_plan(methods, k_values, temperatures, adaptive_k)
     torch.manual_seed(SAMPLING_SEED)
     warm = prompts[0]
     for method, k, temperature in plan:  # warm-up: first calls pay for allocation, kernel selection and caches
-        RUNNERS[method](setup, warm.text, WARMUP_TOKENS, k, temperature)
+        runners[method](setup, warm.text, WARMUP_TOKENS, k, temperature)
     rows = []
     bar = tqdm(total=repeats * len(prompts) * len(plan), desc="bench", disable=not progress)
-    for repeat in range(repeats):
-        for prompt in prompts:
-            budget = max_new_tokens or prompt.max_new_tokens
-            shift = (repeat + prompts.index(prompt)) % len(plan)
-            outcomes = {}
-            for method, k, temperature in plan[shift:] + plan[:shift]:  # rotate the order: drift hits all
-                outcomes[(method, k, temperature)] = measure(setup, method, prompt, k, budget, temperature)
-                bar.update()
-            greedy = outcomes.get(("target_greedy", None, None))
-            for (_, _, temperature), (outcome, row) in outcomes.items():
-                # Sampled text has the target's distribution, never its tokens: nothing to compare.
-                same = None if temperature else outcome.token_ids == greedy[0].token_ids
-                rows.append(row | {"repeat": repeat, "identical_to_target": same})
+    for repeat, prompt, order in interleaved(plan, prompts, repeats):
+        budget = max_new_tokens or prompt.max_new_tokens
+        outcomes = {}
+        for method, k, temperature in order:
+            outcomes[(method, k, temperature)] = measure(setup, method, prompt, k, budget, temperature, runners)
+            bar.update()
+        greedy = outcomes.get(("target_greedy", None, None))
+        for (_, _, temperature), (outcome, row) in outcomes.items():
+            # Sampled text has the target's distribution, never its tokens: nothing to compare.
+            same = None if temperature else outcome.token_ids == greedy[0].token_ids
+            rows.append(row | {"repeat": repeat, "identical_to_target": same})
     bar.close()
     return rows, micro_benchmark(setup, micro_k_values or k_values) if micro else {}
 
@@ -419,14 +411,14 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
             *, pair: str | None = None, repeats: int = 3, methods: list[str] = METHODS, device: str = "cpu",
             dtype: torch.dtype | None = None, max_new_tokens: int | None = None, progress: bool = True,
             temperatures: list[float] = (), micro_k_values: list[int] | None = None,
-            adaptive_k: list[int] | None = None) -> dict:
+            adaptive_k: list[int] | None = None, runners: dict[str, Callable] = RUNNERS) -> dict:
     """Load, run every method and return the bench document: what `bench`, `demo` and notebooks call.
 
     `decoder_classes` maps class names (SpeculativeDecoder, CachedSpeculativeDecoder, SpeculativeSampler) to a
     notebook's classes; `no_cache`, `cached` and `sampling` need the one they run. `max_new_tokens` (None: each
     prompt's own) caps every decode; the sampling methods run at each of `temperatures`, the adaptive ones from
     each of `adaptive_k` (default: every k); `micro_k_values` (default: k_values) are the verification lengths
-    (k + 1) the micro-benchmark times.
+    (k + 1) the micro-benchmark times; `runners` runs each method (the instructor package adds HF's own).
     """
     from .loading import resolve_device
 
@@ -435,7 +427,8 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
     preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
     rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress,
-                            temperatures=temperatures, micro_k_values=micro_k_values, adaptive_k=adaptive_k)
+                            temperatures=temperatures, micro_k_values=micro_k_values, adaptive_k=adaptive_k,
+                            runners=runners)
     return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
 
 
@@ -444,7 +437,7 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
     the benchmark loads its pair: an unfinished or wrong decoder fails in seconds, saying what to do."""
     from transformers.utils import logging as hf_logging
 
-    from .reference import zoo_greedy
+    from .baseline import zoo_greedy
 
     expected = list(zoo_greedy("tiny", PREFLIGHT_PROMPT, PREFLIGHT_TOKENS))
     for name in dict.fromkeys(DECODER_METHODS[m] for m in methods if m in DECODER_METHODS):
@@ -555,8 +548,8 @@ def benchmark_decoder(decoder, prompt: str, max_tokens: int = 100, num_runs: int
     for method, k in plan:
         RUNNERS[method](setup, prompt, WARMUP_TOKENS, k)
     rows = []
-    for repeat in range(num_runs):
-        for method, k in plan[repeat % len(plan):] + plan[:repeat % len(plan)]:
+    for repeat, _, order in interleaved(plan, [one], num_runs):
+        for method, k in order:
             outcome, row = measure(setup, method, one, k, max_tokens)
             rows.append(row | {"repeat": repeat, "tokens": outcome.token_ids})
     spec = [r for r in rows if r["method"] == "cached"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .baseline import first_mismatch, target_greedy
 from .prompts import Prompt
-from .reference import first_mismatch, target_greedy
 from .timing import timed
 
 

@@ -10,7 +10,7 @@ events, in order: the call it is about to make (so a hang can be named), every f
 target and draft models, and each case's outputs. Forwards are seen twice, independently: by hooks
 on the models (with what each call fed and what its KV cache held) and by hooks on the models' input
 embeddings, which also fire when a method calls `model.forward` directly or removes the model's hooks.
-Events are JSON-safe dicts. The checks (`checks.py`) judge them: in a notebook in the same process,
+Events are JSON-safe dicts. The checks (`checks/`) judge them: in a notebook in the same process,
 while grading in another process than the probe (`isolation.py`), out of the student's reach.
 
 Kinds of probe (`request["kind"]`):
@@ -270,40 +270,6 @@ def _int_list(values) -> list[int] | None:
 
 PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode,
           "sample": probe_sample}
-
-
-# ---------------------------------------------------------------------------------------------
-# The kit's own decoding, for the speed test's other side
-
-
-_setups: dict[tuple, object] = {}
-
-
-def run_baseline(request: dict, emit: Emit) -> None:
-    """The kit's methods on the kit's own copy of a pair, no student code: `target_greedy`, `hf_assisted`
-    (cases `[prompt, max_new_tokens, k]`) and `margin` (cases `[prompt, expected, got]`: the target's top-2 logit
-    margin where `got` leaves `expected`)."""
-    from . import bench
-    from .loading import default_dtype, resolve_pair
-    from .reference import first_mismatch
-
-    key = (request["pair"], request.get("device", "cpu"))
-    if key not in _setups:
-        device = torch.device(key[1])
-        _setups[key] = bench.make_setup(*resolve_pair(key[0]), {}, device, default_dtype(device), [])
-    setup = _setups[key]
-    method = request["method"]
-    models = type("Models", (), {"target_model": setup.target, "draft_model": setup.draft})
-    with Observer(models, emit, request.get("ids", False)):
-        for index, case in enumerate(request["cases"]):
-            if method == "margin":
-                prompt, expected, got = case
-                mismatch = first_mismatch(setup.target, bench.encode(setup, prompt), expected, got)
-                result = {"position": mismatch.position, "margin": mismatch.margin} if mismatch else {}
-            else:
-                result = {"token_ids": bench.RUNNERS[method](setup, *case).token_ids}
-            emit({"event": "case", "index": index, "result": result})
-    emit({"event": "done"})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import torch
 from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
 
-def check_sampling(temperature: float, top_p: float) -> None:
+def check_sampling_settings(temperature: float, top_p: float) -> None:
     """Refuse settings that do not define a distribution, saying what to pass instead."""
     if not temperature > 0:
         raise ValueError(f"temperature must be above 0, got {temperature}: for greedy decoding call "
@@ -25,10 +25,21 @@ def check_sampling(temperature: float, top_p: float) -> None:
 def warp(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
     """Probabilities (float32, the shape of `logits`, last dimension the vocabulary) after dividing the logits
     by `temperature` and keeping the smallest set of most likely tokens whose mass reaches `top_p`."""
-    check_sampling(temperature, top_p)
+    check_sampling_settings(temperature, top_p)
     scores = logits.reshape(-1, logits.shape[-1]).float()
     if temperature != 1.0:
         scores = TemperatureLogitsWarper(temperature)(None, scores)
     if top_p < 1.0:
         scores = TopPLogitsWarper(top_p)(None, scores)
     return scores.softmax(dim=-1).reshape(logits.shape)
+
+
+def __getattr__(name: str):
+    """`check_sampling`, this term's first name for `check_sampling_settings` (the checks' `check_sampling` judges a
+    sampler), still imports, with a warning naming the new name."""
+    if name == "check_sampling":
+        import warnings
+
+        warnings.warn("specdec_kit.sampling.check_sampling is now check_sampling_settings", FutureWarning, stacklevel=2)
+        return check_sampling_settings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,12 +2,12 @@
 
 - `SPECDEC_GRADING`: `1` while grading. Nothing installs, no hub model loads, demo cells use `tiny`, and
   the notebook's own speed test stops after its first check. Default: unset.
-- `SPECDEC_SELFTEST`: `1` under `specdec-kit selftest`: the grader's speed test times one repeat, not two.
+- `SPECDEC_SELFTEST`: `1` under `specdec-course selftest`: the grader's speed test times one repeat, not two.
 - `SPECDEC_THREADS`: torch CPU threads of the checks, the grading processes and their children (2).
 - `SPECDEC_TEST_THREADS`: torch CPU threads of the kit's own test suite (2).
 - `SPECDEC_KIT_CACHE`: where the offline zoo is built (`$XDG_CACHE_HOME/specdec-kit`, else
   `~/.cache/specdec-kit`).
-- `SPECDEC_RUN_RECORD`: the file nbgrader's `GuardedExecute` keeps its run record in; `specdec-kit
+- `SPECDEC_RUN_RECORD`: the file nbgrader's `GuardedExecute` keeps its run record in; `specdec-course
   autograde` sets it for each student.
 
 The notebook's locked set-up cell reads `SPECDEC_GRADING` itself: it runs before the kit is installed.

@@ -3,15 +3,16 @@
     from specdec_kit import checks
     checks.check_draft_tokens(SpeculativeDecoder)      # raises CheckFailed with what to fix
 
-Every check runs probes (`probes.py`): the student's class is built from offline zoo directories (so its
-own `initialize_*` methods load the models), run on the CPU in fp32, and judged by what it returns and by
-the forward calls seen on its models, never by numbers it reports about itself (`behaviour.py`). The
-reference answers come from `reference.py`. A check takes the class itself (the probes run in this
-process) or a runner with the same `run(request)` method; grading passes one that runs the probes in
-another process, so that the judging happens where the student's methods cannot reach it. `check_sampling`
-(`sampling.py`) judges a sampler's output distribution by chi-square tests, `check_lookup` (`lookup.py`)
-prompt lookup's drafts and rounds, `check_adaptive` (`adaptive.py`) adaptive k's drafts per round;
-`check_speedup` (`speed.py`) also times the cached decoder against HF assisted generation with the kit's benchmark.
+Every check runs probes (`probes.py`): the student's class is built from offline zoo directories (so its own
+`initialize_*` methods load the models), run on the CPU in fp32, and judged by what it returns and by the
+forward calls seen on its models, never by numbers it reports about itself (`behaviour.py`). What correct
+decoding does on the checks' own cases is read as data (`answers.py`); the grader passes its oracle. A check
+takes the class itself (the probes run in this process) or a runner with the same `run(request)` method; grading
+passes one that runs the probes in another process, so that the judging happens where the student's methods
+cannot reach it. `check_sampling` (`sampling.py`) judges a sampler's output distribution by chi-square tests,
+`check_lookup` (`lookup.py`) prompt lookup's drafts and rounds, `check_adaptive` (`adaptive.py`) adaptive k's
+drafts per round; `check_speedup` (`speed.py`) also times the cached decoder against HF assisted generation with
+the kit's benchmark.
 """
 
 from .adaptive import check_adaptive

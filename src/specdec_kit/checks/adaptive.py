@@ -1,7 +1,7 @@
 """The check of adaptive k: how many drafts each round makes, read off the target's forwards by the kit.
 
 On the context-free `scripted` pair, with forward prices given to the decoder (`COSTS`), every round of correct
-adaptive decoding is known in advance (`reference.predict_adaptive_rounds`): the draft is wrong after some tokens
+adaptive decoding is known in advance (`answers.adaptive_rounds`): the draft is wrong after some tokens
 (a rejection), unsure of its proposal after others (probability 0.25 against the 0.4 threshold: drafting stops),
 and right and sure elsewhere; k comes from the counts of the counted rounds (those right after a rejection) and
 the prices. The kit reads each round's drafts from the target's forward calls (the positions a
@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from .. import zoo
-from ..reference import predict_adaptive_rounds, prompt_for_token, zoo_tokenizer
+from ..baseline import prompt_for_token, zoo_tokenizer
 from ..timing import ForwardCosts
+from .answers import answers_or_recorded
 from .behaviour import check_exact, how_tokens_differ
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
@@ -31,20 +32,20 @@ TINY_K, TINY_TOKENS = (1, 5), 40
 
 
 def check_adaptive(decoder, cases=CASES, costs: ForwardCosts = COSTS, tiny_pair: str = "tiny",
-                   tiny_prompts=TINY_PROMPTS) -> None:
+                   tiny_prompts=TINY_PROMPTS, answers=None) -> None:
     runner = as_runner(decoder)
-    check_adaptive_rounds(runner, cases, costs)
+    check_adaptive_rounds(runner, cases, costs, answers_or_recorded(answers))
     # Part 1's exactness check, first k as k; given prices spare the decoder measuring its own for every case list.
     check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS, init={"forward_costs": asdict(costs)})
 
 
-def check_adaptive_rounds(runner, cases, costs: ForwardCosts) -> None:
+def check_adaptive_rounds(runner, cases, costs: ForwardCosts, answers) -> None:
     cycle = zoo.scripted_script().cycle
     requests = [(prompt_for_token(cycle[start]), max_tokens, k) for start, k, max_tokens in cases]
     outcomes = runner.run({"kind": "decode", "pair": "scripted", "cases": requests,
                            "init": {"forward_costs": asdict(costs)}})
     for (start, k, max_tokens), (prompt, _, _), outcome in zip(cases, requests, outcomes):
-        rounds = predict_adaptive_rounds(cycle[start], k, max_tokens, costs, MAX_K)
+        rounds = answers.adaptive_rounds(cycle[start], k, max_tokens, costs, MAX_K)
         expected, got = rounds.result, decoded(outcome, f"prompt {prompt!r}")
         prices = ", ".join(f"{v:g}" for v in costs.verify[:3])
         what = (f"first k={k}, max_tokens={max_tokens}, prompt {prompt!r}, forward_costs: a draft step "

@@ -2,15 +2,17 @@
 
 Each builds the student's class on the offline zoo (its own `initialize_*` methods load the models), runs it
 on the CPU in fp32 through probes, and judges what it returned and the forward calls seen on its models
-against `reference`: `predict_rounds` on the `scripted` pair, the target's own greedy decoding elsewhere.
+against `answers` (correct rounds on the `scripted` pair, read as data in a notebook, computed by the grader's
+oracle while grading) and against the target's own greedy decoding elsewhere.
 """
 
 from __future__ import annotations
 
 from .. import zoo
+from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
 from ..probes import CaseOutcome
-from ..reference import draft_chain, first_difference, predict_rounds, prompt_for_token, zoo_greedy, zoo_tokenizer
 from ..result import DecodeResult
+from .answers import answers_or_recorded
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
@@ -43,8 +45,8 @@ def check_loading(decoder, pair: str = "tiny") -> None:
 
 
 def check_draft_tokens(decoder, starts: tuple[int, ...] | None = None,
-                       k_values: tuple[int, ...] = K_VALUES) -> None:
-    runner = as_runner(decoder)
+                       k_values: tuple[int, ...] = K_VALUES, answers=None) -> None:
+    runner, answers = as_runner(decoder), answers_or_recorded(answers)
     script = zoo.scripted_script()
     cases = [([script.eos_chain[0], start], k)  # two tokens: only new tokens may come back
              for start in starts or tuple(script.cycle[:8]) for k in k_values]
@@ -54,7 +56,7 @@ def check_draft_tokens(decoder, starts: tuple[int, ...] | None = None,
         require(outcome.result["shape"] == [1, k],
                 f"generate_draft_tokens must return the k={k} new tokens as a tensor of shape [1, {k}], got "
                 f"{outcome.result['shape'] or outcome.result['type']} (the prompt must not be included)")
-        expected = draft_chain(start, k)
+        expected = answers.draft_chain(start, k)
         if got != expected:
             where = first_difference(got, expected)
             flat = (start if where == 0 else expected[where - 1]) in script.flat
@@ -91,12 +93,12 @@ def _verify(runner, cases: list[tuple[list[int], list[int]]]) -> list[tuple[list
 
 
 def check_verify_alignment(decoder, starts: tuple[int, ...] | None = None,
-                           k_values: tuple[int, ...] = (2, 4, 6)) -> None:
-    script = zoo.scripted_script()
+                           k_values: tuple[int, ...] = (2, 4, 6), answers=None) -> None:
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     plan = [(start, k) for start in starts or tuple(script.cycle[:10]) for k in k_values]
-    cases = [([script.eos_chain[0], start], draft_chain(start, k)) for start, k in plan]
+    cases = [([script.eos_chain[0], start], answers.draft_chain(start, k)) for start, k in plan]
     for (start, k), (_, drafts), (_, position, _) in zip(plan, cases, _verify(as_runner(decoder), cases)):
-        expected = predict_rounds(start, k, k + 1).accepted[0]
+        expected = answers.rounds(start, k, k + 1).accepted[0]
         require(position == expected,
                 f"with drafts {drafts} after token {start}, the first rejected draft is at index {expected}, "
                 f"your verifier said {position}. The target's prediction for draft token i is the logit at "
@@ -179,15 +181,15 @@ def eos_and_budget_cases(chain_start: int = 0, cycle_start: int = 3) -> list[tup
             (script.cycle[cycle_start + 4], 4, 1, "max_tokens = 1")]
 
 
-def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None = None) -> None:
-    script = zoo.scripted_script()
+def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None = None, answers=None) -> None:
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     cases = cases or eos_and_budget_cases()
     eos_in_prompt = zoo_tokenizer().eos_token + prompt_for_token(script.cycle[0])
     requests = [(prompt_for_token(start), max_tokens, k) for start, k, max_tokens, _ in cases]
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted",
                                        "cases": [*requests, (eos_in_prompt, 10, 4)]})
     for (start, k, max_tokens, label), outcome in zip(cases, outcomes):
-        expected = predict_rounds(start, k, max_tokens)
+        expected = answers.rounds(start, k, max_tokens)
         got = decoded(outcome, label)
         require(got.token_ids == expected.token_ids,
                 f"{label} (k={k}, max_tokens={max_tokens}): expected tokens {expected.token_ids}, got "
@@ -205,15 +207,15 @@ COUNTED_EDGES = {  # eos_and_budget_cases whose counts test_counts judges, and t
 }
 
 
-def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4) -> None:
-    script = zoo.scripted_script()
+def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4, answers=None) -> None:
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = starts or tuple(script.cycle[10:16])
     edges = [case for case in eos_and_budget_cases() if case[3] in COUNTED_EDGES]
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "cases": [
         *[(prompt_for_token(start), 24, k) for start in starts],
         *[(prompt_for_token(start), max_tokens, edge_k) for start, edge_k, max_tokens, _ in edges]]})
     for start, outcome in zip(starts, outcomes):
-        expected = predict_rounds(start, k, 24)
+        expected = answers.rounds(start, k, 24)
         got = decoded(outcome, f"prompt {prompt_for_token(start)!r}")
         require_seen_forwards(outcome)
         calls = len(outcome.forwards["target"])
@@ -227,7 +229,7 @@ def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4) -> 
                 "(not the bonus or correction token) and propose no more drafts than the budget leaves room for; a "
                 "round with no room left for drafts proposes 0 and still counts as a round.")
     for (start, edge_k, max_tokens, label), outcome in zip(edges, outcomes[len(starts):]):
-        expected, got = predict_rounds(start, edge_k, max_tokens), decoded(outcome, label)
+        expected, got = answers.rounds(start, edge_k, max_tokens), decoded(outcome, label)
         if got.token_ids != expected.token_ids:
             continue  # wrong tokens are test_eos_and_budget's to name
         require(got.proposed == expected.proposed and got.accepted == expected.accepted,
@@ -304,19 +306,20 @@ def first_after(calls, marks) -> set[int]:
     return firsts
 
 
-def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, max_tokens: int = 30) -> None:
+def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, max_tokens: int = 30,
+                    answers=None) -> None:
     """After the prefill no forward re-sends the prefix, and no cache keeps a rejected draft.
 
     Judged from the forwards alone (how many tokens each fed, what its cache held), not from how
     many rounds the decoder took: that is test_counts' business.
     """
-    script = zoo.scripted_script()
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = starts or tuple(script.cycle[20:24])
     prompts = [prompt_for_token(start) for start in starts]
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
                                        "cases": [(prompt, max_tokens, k) for prompt in prompts]})
     for start, prompt, outcome in zip(starts, prompts, outcomes):
-        expected = predict_rounds(start, k, max_tokens)
+        expected = answers.rounds(start, k, max_tokens)
         result = decoded(outcome, f"prompt {prompt!r}")
         require(result.token_ids == expected.token_ids, "the cached decoder must produce the target's greedy tokens")
         require_seen_forwards(outcome)
@@ -347,10 +350,10 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
                     f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
                     f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
                     "(specdec_kit.crop_to) in rollback, before the next round")
-    check_other_text_starts_afresh(decoder, k)
+    check_other_text_starts_afresh(decoder, k, answers)
 
 
-def check_other_text_starts_afresh(decoder, k: int = 4) -> None:
+def check_other_text_starts_afresh(decoder, k: int = 4, answers=None) -> None:
     """Drafting on a text that does not extend what the draft's cache holds: that cache is not used.
 
     One decoder drafts after `[c0, a]`, then after `[c0, b]`: the second prefix shares only its first
@@ -358,7 +361,8 @@ def check_other_text_starts_afresh(decoder, k: int = 4) -> None:
     other text's keys and values)."""
     script = zoo.scripted_script()
     cases = [([script.eos_chain[0], script.cycle[30]], k), ([script.eos_chain[0], script.cycle[40]], k)]
-    expected = [draft_chain(prefix[-1], k) for prefix, _ in cases]
+    answers = answers_or_recorded(answers)
+    expected = [answers.draft_chain(prefix[-1], k) for prefix, _ in cases]
     runner = as_runner(decoder)
     [alone] = runner.run({"kind": "draft", "pair": "scripted", "cases": cases[1:]})
     require(alone.result["tokens"] == expected[1],

@@ -4,19 +4,19 @@ Three things, each judged by the kit: the drafts `generate_draft_tokens` returns
 latest or the earliest earlier occurrence of the largest matching n-gram, both correct); the output against
 the target's greedy output on the `tiny` pair, whose text repeats itself after a few dozen tokens; and on the
 context-free `scripted` pair, prompts that hold a stretch of the text to come, where the rounds lookup needs
-are known in advance (`reference.lookup_rounds`): the kit counts the target's forwards, and a decoder that
+are known in advance (`answers.lookup_rounds`): the kit counts the target's forwards, and a decoder that
 misses a match makes more. No draft model may run.
 """
 
 from __future__ import annotations
 
 from .. import zoo
-from ..reference import lookup_drafts, lookup_match, lookup_rounds, zoo_greedy, zoo_tokenizer
+from ..baseline import zoo_greedy, zoo_tokenizer
+from .answers import answers_or_recorded
 from .behaviour import check_exact, how_tokens_differ
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
-MAX_NGRAM_SIZE = 3  # PromptLookupDecoder's default, which the probes construct it with
-# (ids, k) with what each shows; the expected drafts are computed by reference.lookup_drafts.
+# (ids, k) with what each shows; the expected drafts are `answers.lookup`'s (max_ngram_size 3, the decoder's default).
 DRAFT_CASES = (
     ([5, 6, 7, 8, 5, 6], 2),  # [8, 5, 6] occurs nowhere earlier, [5, 6] does: [7, 8]
     ([1, 2, 9, 3, 2, 9, 1, 2, 9], 2),  # the 3-gram [1, 2, 9] wins over the later 2-gram [2, 9]: [3, 2]
@@ -32,42 +32,38 @@ TINY_K, TINY_TOKENS = (2, 5), 40
 SCRIPTED_CASES = ((10, 12, 4, 20), (30, 6, 3, 16), (50, 9, 8, 24))
 
 
-def expected_drafts(ids: list[int], k: int) -> list[list[int]]:
-    """The correct answers: the latest earlier occurrence's continuation, and the earliest's (HF's)."""
-    return [lookup_drafts(ids, k, MAX_NGRAM_SIZE, latest) for latest in (True, False)]
-
-
 def scripted_prompt_ids(start: int, stretch: int) -> list[int]:
     cycle = zoo.scripted_script().cycle
     return [*cycle[start:start + stretch], cycle[start]]
 
 
 def check_lookup(decoder, draft_cases=DRAFT_CASES, tiny_pair: str = "tiny", tiny_prompts=TINY_PROMPTS,
-                 scripted_cases=SCRIPTED_CASES) -> None:
-    runner = as_runner(decoder)
-    check_lookup_drafts(runner, draft_cases)
+                 scripted_cases=SCRIPTED_CASES, answers=None) -> None:
+    runner, answers = as_runner(decoder), answers_or_recorded(answers)
+    check_lookup_drafts(runner, draft_cases, answers)
     check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS, what="prompt lookup's", draft_free=True,
                 advice="Drafts of any length n <= k (0 too) go through the same verification, append and rollback "
                        "as Part 2's.")
-    check_lookup_rounds(runner, scripted_cases)
+    check_lookup_rounds(runner, scripted_cases, answers)
 
 
-def check_lookup_drafts(runner, cases) -> None:
+def check_lookup_drafts(runner, cases, answers) -> None:
     for (ids, k), outcome in zip(cases, runner.run({"kind": "draft", "pair": "scripted", "cases": list(cases)})):
         got = outcome.result["tokens"]
         require(outcome.result["type"] == "Tensor" and outcome.result["shape"] == [1, len(got)],
                 f"generate_draft_tokens must return a tensor of shape (1, n) with n <= k, got "
                 f"{outcome.result['shape'] or outcome.result['type']} after {ids}")
-        answers = expected_drafts(ids, k)
-        if got not in answers:
-            expected = " or ".join(dict.fromkeys(map(str, answers)))
+        answer = answers.lookup(ids, k)
+        correct = [list(drafts) for drafts in answer.drafts]
+        if got not in correct:
+            expected = " or ".join(dict.fromkeys(map(str, correct)))
             raise CheckFailed(f"drafts looked up after {ids} with k={k}: expected {expected}, got {got}. "
-                              f"{why_drafts_differ(ids, k, got)}")
+                              f"{why_drafts_differ(ids, k, got, answer.matches)}")
 
 
-def why_drafts_differ(ids: list[int], k: int, got: list[int]) -> str:
-    """The likely mistake behind drafts that are neither correct answer."""
-    matches = [m for m in (lookup_match(ids, MAX_NGRAM_SIZE, latest) for latest in (True, False)) if m]
+def why_drafts_differ(ids: list[int], k: int, got: list[int], matches) -> str:
+    """The likely mistake behind drafts that are neither correct answer, given the correct `matches` (n, start)."""
+    matches = [m for m in matches if m]
     if not got and matches:
         return ("The last tokens do occur earlier. The last n tokens themselves are not an earlier occurrence (nothing "
                 "follows them yet): search only the starts before them.")
@@ -79,7 +75,7 @@ def why_drafts_differ(ids: list[int], k: int, got: list[int]) -> str:
             "occurrence of the last n tokens.")
 
 
-def check_lookup_rounds(runner, cases) -> None:
+def check_lookup_rounds(runner, cases, answers) -> None:
     tokenizer = zoo_tokenizer()
     requests, predicted = [], []
     for start, stretch, k, max_tokens in cases:
@@ -87,7 +83,7 @@ def check_lookup_rounds(runner, cases) -> None:
         prompt = tokenizer.decode(ids)
         expected = list(zoo_greedy("scripted", prompt, max_tokens))
         requests.append((prompt, max_tokens, k))
-        predicted.append((expected, lookup_rounds(ids, expected, k, MAX_NGRAM_SIZE)))
+        predicted.append((expected, answers.lookup_rounds(ids, expected, k)))
     for (prompt, max_tokens, k), (expected, rounds), outcome in zip(
             requests, predicted, runner.run({"kind": "decode", "pair": "scripted", "cases": requests})):
         got = decoded(outcome, f"prompt {prompt!r}")

@@ -20,7 +20,7 @@ from functools import cache
 import torch
 from scipy.stats import chisquare
 
-from ..reference import zoo_model
+from ..baseline import zoo_model
 from ..sampling import warp
 from .core import CheckFailed, as_runner, require
 

@@ -12,15 +12,16 @@ import statistics
 import torch
 
 from .. import settings, zoo
+from ..baseline import first_mismatch, prompt_for_token, target_greedy
 from ..probes import set_threads
-from ..reference import first_mismatch, predict_rounds, prompt_for_token, target_greedy
 from ..timing import Observer
+from .answers import answers_or_recorded
 from .core import as_runner, decoded, require, require_seen_forwards
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
 SPEEDUP_K = 4
 SPEEDUP_TOKENS = 32  # new tokens per timed decode
-SPEEDUP_REPEATS = 2  # 1 under `specdec-kit selftest` (SPECDEC_SELFTEST=1), which times ~20 submissions
+SPEEDUP_REPEATS = 2  # 1 under `specdec-course selftest` (SPECDEC_SELFTEST=1), which times ~20 submissions
 SPEEDUP_PROMPTS = 2  # the first prompts of data/prompts.json
 NEAR_TIE = 0.05  # fp16 logit margin under which a correct decoder may pick the other token (~1e-3 relative error)
 
@@ -37,14 +38,14 @@ def timing_lock():
     return FileLock(str(zoo.cache_root() / "timing.lock"))
 
 
-def gate_rounds(decoder, k: int = SPEEDUP_K) -> None:
+def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
     """Deterministic, before any timing: one target forward per round and the right tokens, on `scripted`."""
-    script = zoo.scripted_script()
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = script.cycle[30:33]
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted",
                                        "cases": [(prompt_for_token(start), 24, k) for start in starts]})
     for start, outcome in zip(starts, outcomes):
-        expected = predict_rounds(start, k, 24)
+        expected = answers.rounds(start, k, 24)
         got = decoded(outcome, "the speed test's first check")
         require(got.token_ids == expected.token_ids,
                 "speedup is timed only for a decoder that produces the target's greedy tokens; fix test_cached_exact")

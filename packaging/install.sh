@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# One install for every place the kit grades: CI and `make` (.venv), Gradescope's setup.sh and the grading
+# image (packaging/Dockerfile).
+#   bash packaging/install.sh VENV [EXTRAS]     EXTRAS default: dev,notebook,instructor
+# A virtual environment at VENV with environment.yml's pins and the kit installed from this checkout. torch
+# is installed first, by itself, so that pip keeps the build it finds (set PIP_INDEX_URL or PIP_FIND_LINKS to
+# PyTorch's CPU wheels on a machine without a GPU, to skip the CUDA build's gigabytes).
+set -euo pipefail
+venv=${1:?usage: install.sh VENV [EXTRAS]}
+extras=${2:-dev,notebook,instructor}
+root=$(cd "$(dirname "$0")/.." && pwd)
+python3 -m venv "$venv"
+sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$/\1/p' "$root/environment.yml" > "$venv/pins.txt"
+"$venv/bin/python" -m pip install -q torch==2.13.0
+"$venv/bin/python" -m pip install -q -c "$venv/pins.txt" -e "$root[$extras]"

@@ -1,0 +1,111 @@
+"""The course's settings for publishing and deadlines, read from the instructor's `autograder/config.toml`.
+
+    config = load_config(Path("autograder"))   # [publish] student_repo, tag; [deadline] due, grace_minutes
+    install_spec(config)                       # what the notebook's set-up cell passes to pip
+    placeholder_problems(config)               # [] once the instructor has set the student repository
+
+`specdec-course release` writes the student repository and tag into the notebook's set-up cell and the
+student README, and refuses `--student-repo` while `placeholder_problems` finds any.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+CONFIG_NAME = "config.toml"
+PLACEHOLDER_OWNER = "your-course"  # the owner the shipped config.toml names
+_GITHUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+")  # owner/name
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The [deadline] section: when submissions are due, and how many minutes late still count as on time."""
+
+    due: datetime  # timezone-aware
+    grace_minutes: int
+
+
+@dataclass(frozen=True)
+class CourseConfig:
+    """The [publish] and [deadline] sections of `path`."""
+
+    path: Path  # named in every error about a value
+    student_repo: str  # GitHub owner/name the student tree is published to
+    tag: str  # the tag of the student repository that students install the support package at
+    deadline: Deadline
+
+
+def load_config(autograder_dir: Path = Path("autograder")) -> CourseConfig:
+    """Read and check `autograder_dir/config.toml`; a missing or mistyped value raises ValueError naming it."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
+        import tomli as tomllib
+    path = autograder_dir / CONFIG_NAME
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path} is not valid TOML: {e}") from None
+    publish, deadline = _section(data, "publish", path), _section(data, "deadline", path)
+    return CourseConfig(path, _string(publish, "publish", "student_repo", path),
+                        _string(publish, "publish", "tag", path),
+                        Deadline(_due(deadline.get("due"), path), _grace_minutes(deadline.get("grace_minutes"), path)))
+
+
+def install_spec(config: CourseConfig) -> str:
+    """What the set-up cell passes to pip."""
+    return f"specdec-kit @ git+https://github.com/{config.student_repo}@{config.tag}"
+
+
+def colab_url(config: CourseConfig, notebook: str) -> str:
+    return f"https://colab.research.google.com/github/{config.student_repo}/blob/{config.tag}/{notebook}"
+
+
+def placeholder_problems(config: CourseConfig) -> list[str]:
+    """The [publish] values still to set before students can install from the student repository."""
+    problems = []
+    if not _GITHUB_REPO.fullmatch(config.student_repo):
+        problems.append(f"[publish] student_repo = {config.student_repo!r} is not a GitHub owner/name")
+    elif config.student_repo.split("/")[0] == PLACEHOLDER_OWNER:
+        problems.append(f"[publish] student_repo = {config.student_repo!r} is the placeholder: set your course's "
+                        "GitHub owner/name")
+    if not config.tag.strip():
+        problems.append("[publish] tag is empty: set the tag students install at (e.g. 'v1.0.0')")
+    return problems
+
+
+def _section(data: dict, name: str, path: Path) -> dict:
+    section = data.get(name)
+    if not isinstance(section, dict):
+        raise ValueError(f"{path} has no [{name}] section")
+    return section
+
+
+def _string(section: dict, name: str, key: str, path: Path) -> str:
+    value = section.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{path}: [{name}] {key} must be a string, got {value!r}")
+    return value
+
+
+def _due(value: object, path: Path) -> datetime:
+    """A TOML offset date-time or an ISO 8601 string, with its timezone."""
+    if isinstance(value, str):
+        try:  # Python 3.10's fromisoformat does not read a trailing Z
+            value = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+        except ValueError:
+            pass
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValueError(f"{path}: [deadline] due must be an ISO 8601 date and time with its timezone, such as "
+                         f"'2026-12-05T23:59:00-08:00', got {value!r}")
+    return value
+
+
+def _grace_minutes(value: object, path: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{path}: [deadline] grace_minutes must be a whole number of minutes, 0 or more, "
+                         f"got {value!r}")
+    return value

@@ -1,0 +1,202 @@
+"""The kit's verdict on a submission, reached outside the student's kernel: the auto-graded scores.
+
+    plan = load_plan(Path("autograder"))            # hidden checks and settings, loaded before any submission
+    verdict = judge(notebook, plan, log=Path("alice.log"))
+    verdict.tests["test_exact"].passed, verdict.tests["test_exact"].message
+
+The grading process holds the checks, the hidden checks (`autograder/hidden.py`, its `TESTS` table: each
+auto-graded test's class and checks) and the reference answers; it never runs a submission's code. It
+lists the cells a child process will take definitions from (`adapters.cells_to_consider`), and every
+check runs its probes in that child (`isolation.py`) with a time limit of its own: a hang or a crash
+costs the checks it hits, not the notebook. The speed test gates on the child's forwards and tokens,
+then times the student's cached decoder (one fresh child) against HF assisted generation and target
+greedy (another fresh child, the kit's code only) with this process's clock, one timing at a time on
+the machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from specdec_kit import bench, checks
+from specdec_kit.adapters import cells_to_consider, not_run
+from specdec_kit.probes import ProbeError, assemble
+
+from .isolation import QUIET, Child, ChildFailed, ChildRunner
+
+SPEED_TEST = "test_speedup"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What grading runs: per auto-graded test, the class it judges and its checks (visible, then hidden)."""
+
+    tests: dict[str, tuple[str, list]]
+    min_ratio: float
+    check_seconds: float
+    memory_mb: int
+
+
+def load_plan(autograder_dir: Path) -> Plan:
+    """Import the instructors' hidden checks by path (never from a kernel's import path)."""
+    spec = importlib.util.spec_from_file_location("specdec_hidden_checks", autograder_dir / "hidden.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    limits = hidden.CONFIG["limits"]
+    return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]))
+
+
+@dataclass
+class TestResult:
+    passed: bool
+    message: str = ""
+    seconds: float = 0.0
+    visible_passed: bool | None = None  # the test cell's visible check alone (None: not reached)
+    aborted: bool = False  # a check could not run to its end: a time limit, a crash, memory or recursion
+
+
+@dataclass
+class Verdict:
+    tests: dict[str, TestResult] = field(default_factory=dict)
+    load_problems: list[str] = field(default_factory=list)  # definitions that raised while loading
+    not_run: list[str] = field(default_factory=list)  # top-level statements grading does not run
+    speed: dict | None = None  # the speed test's measurement, when it got that far
+
+
+def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_threads: int | None = None,
+          log: Path | None = None, before_timing=None) -> Verdict:
+    """Run every test of `plan` on the notebook's definitions, each check in a child, judged here.
+
+    `before_timing` is called before the speed test is timed (grading waits there for the notebook's own
+    run to finish, so that the timing shares the machine with as little as possible).
+    """
+    cells = [(label, source) for _, label, source, _ in cells_to_consider(notebook)]
+    verdict = Verdict(not_run=not_run(notebook))
+    child = Child(cells, threads, plan.memory_mb, log)
+    try:
+        for test, (class_name, test_checks) in plan.tests.items():
+            started = time.perf_counter()
+            result = verdict.tests[test] = TestResult(False)
+            try:
+                for index, check in enumerate(test_checks):
+                    check(ChildRunner(child, class_name, plan.check_seconds))  # each check has its own limit
+                    result.visible_passed = True if index == 0 else result.visible_passed
+                if test == SPEED_TEST:
+                    verdict.speed = time_speedup(cells, plan, timing_threads or threads, log, before_timing)
+                    checks.judge_speedup(verdict.speed, plan.min_ratio)
+                    result.message = checks.describe_speed(verdict.speed)
+                result.passed = True
+            except (checks.CheckFailed, ProbeError) as e:
+                result.message, result.aborted = failure_message(e), _aborted(e)
+                if result.visible_passed is None and not result.aborted:
+                    result.visible_passed = False
+            result.seconds = time.perf_counter() - started
+            verdict.load_problems = child.load_problems or verdict.load_problems
+    finally:
+        child.close()
+    return verdict
+
+
+def _aborted(error: Exception) -> bool:
+    """The check was cut short by the machine's limits rather than judged (the row names these)."""
+    return isinstance(error, ChildFailed) or (isinstance(error, ProbeError)
+                                              and error.kind in ("MemoryError", "RecursionError"))
+
+
+def failure_message(error: Exception) -> str:
+    """A check's verdict in the student's terms (a student's exception, a hang or a crash named as such)."""
+    if isinstance(error, ChildFailed) and error.kind == "Timeout":
+        return (f"{error.method} {error.message}: a loop that never ends (for example a round that emits no "
+                "token, so the decode makes no progress)")
+    if isinstance(error, ChildFailed):
+        return f"{error.method} stopped the grading process: {error.message}"
+    if isinstance(error, ProbeError):
+        hint = " (not written yet)" if error.kind == "NotImplementedError" else ""
+        text = f"{error.method} raised {error.kind}{hint}" + (f": {error.message}" if error.message else "")
+        return text + (f"\n{error.student_traceback}" if error.student_traceback else "")
+    return str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# The speed test, timed here
+
+
+def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Path | None,
+                 before_timing=None) -> dict:
+    """Time the student's CachedSpeculativeDecoder against the kit's HF assisted generation and target greedy.
+
+    Each side runs in its own fresh child; the clock is this process's. The warm-up runs the student's
+    decoder on every timed prompt, untimed: the runs after it are timed, interleaved with the order
+    rotated, and each must decode for real: run the target (an output kept from the warm-up is not a
+    decode), and give target greedy's tokens (an fp16 near-tie aside) and the same tokens every time.
+    `before_timing` is called after the warm-up.
+    """
+    timing = checks.timing_plan()
+    device = str(timing["device"])
+    student, kit = Child(cells, threads, plan.memory_mb, log), Child([], threads, 0, None)
+    base = {"pair": timing["pair"], "device": device}
+    requests = {"cached": (student, {"kind": "decode", "class": "CachedSpeculativeDecoder", "keep": True}),
+                "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
+                "target_greedy": (kit, {"kind": "baseline", "method": "target_greedy"})}
+
+    def timed(method: str, prompt, max_new_tokens: int):
+        child, request = requests[method]
+        started = time.perf_counter()
+        events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
+                               plan.check_seconds)
+        seconds = time.perf_counter() - started
+        [case] = assemble(events)
+        return case, seconds
+
+    try:
+        for method in ("hf_assisted", "target_greedy"):  # warm-up: loading, allocation, kernel selection
+            timed(method, timing["prompts"][0], 8)
+        for prompt in timing["prompts"]:
+            timed("cached", prompt, timing["max_new_tokens"])
+        if before_timing:
+            before_timing()
+        with QUIET.timing():
+            speed, first = {}, {}
+            for repeat, prompt, order in bench.interleaved(list(requests), timing["prompts"], timing["repeats"]):
+                runs = {m: timed(m, prompt, timing["max_new_tokens"]) for m in order}
+                case, greedy = runs["cached"][0], runs["target_greedy"][0].result["token_ids"]
+                if prompt.id not in first:
+                    first[prompt.id] = _same_as_greedy(case, greedy, prompt, base, kit, plan)
+                _require_decoded(case, first[prompt.id], prompt.id)
+                for method, (outcome, seconds) in runs.items():
+                    speed[(method, prompt.id, repeat)] = len(outcome.result["token_ids"]) / seconds
+    finally:
+        student.close()
+        kit.close()
+    return checks.speed_summary(speed, timing, "float16" if device.startswith("cuda") else "float32")
+
+
+def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, plan: Plan) -> list[int]:
+    """The decoder's tokens, if they equal target greedy's up to an fp16 near-tie (margin asked of the kit's
+    child); every later run of the prompt must give them again."""
+    import torch
+
+    from specdec_kit.baseline import Mismatch
+
+    got = checks.decoded(case, f"prompt {prompt.id!r}").token_ids
+    if got != greedy:
+        [where] = assemble(kit.request({**base, "kind": "baseline", "method": "margin",
+                                        "cases": [[prompt.text, greedy, got]]}, plan.check_seconds))
+        dtype = torch.float16 if base["device"].startswith("cuda") else torch.float32
+        checks.near_tie_accepted(prompt.id, Mismatch(where.result["position"], where.result["margin"]), dtype)
+    return got
+
+
+def _require_decoded(case, expected: list[int], prompt_id: str) -> None:
+    """A timed run decoded for real: it ran the target and gave the prompt's tokens of the first repeat."""
+    got = checks.decoded(case, f"prompt {prompt_id!r}")
+    checks.require(len(case.forwards["target"]) > 0,
+                   f"prompt {prompt_id!r}: a timed run returned without running the target model: a decode whose "
+                   "output was kept from an earlier run is not timed")
+    checks.require(got.token_ids == expected, f"prompt {prompt_id!r}: a timed run's tokens differ from the first "
+                                              "run's: the decoder must give the same output every time")

@@ -1,0 +1,49 @@
+"""The class's grades for the LMS: Canvas's own gradebook export filled in, late flags against the deadline."""
+
+import csv
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from specdec_course import export
+from specdec_course.publish import Deadline
+
+DUE = datetime(2026, 12, 5, 23, 59, tzinfo=timezone(timedelta(hours=-8)))
+
+
+def grade(student: str, total: float, submitted: datetime | None = None) -> export.ClassGrade:
+    return export.ClassGrade(student, "graded", total, 0.0, 100.0, submitted,
+                             export._late_by(submitted, Deadline(DUE, 30)))
+
+
+def test_late_counts_from_the_end_of_the_grace_period():
+    on_time = grade("a", 1, DUE + timedelta(minutes=29))
+    late = grade("b", 1, DUE + timedelta(minutes=45))
+    assert on_time.late_by is None, f"29 minutes after the deadline is inside 30 minutes' grace: {on_time.late_by}"
+    assert late.late_by == timedelta(minutes=15), f"45 minutes after is 15 minutes late: {late.late_by}"
+    assert export._hms(late.late_by) == "0:15:00", f"Gradescope's H:M:S: {export._hms(late.late_by)}"
+
+
+def test_canvas_template_gets_its_assignment_column_filled_and_nothing_else(tmp_path):
+    template = tmp_path / "canvas.csv"
+    template.write_text(
+        "Student,ID,SIS User ID,SIS Login ID,Section,Speculative Decoding (4242),Quiz 1 (17)\n"
+        "    Points Possible,,,,,100,10\n"
+        '"Smith, Ann",101,ann01,ann@x.org,S1,,9\n'
+        '"Lee, Bo",102,bo02,bo@x.org,S1,,8\n')
+    out = tmp_path / "filled.csv"
+    unlisted = export.fill_canvas(template, [grade("ann01", 97), grade("zoe", 50)], out)
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == next(csv.reader(template.open())), "the header is Canvas's own"
+    assert rows[2][5] == "97" and rows[3][5] == "", f"ann01's column is filled by SIS User ID, bo02 untouched: {rows}"
+    assert rows[2][6] == "9" and rows[1][5] == "100", f"other columns and the points row stay as they were: {rows}"
+    assert unlisted == ["zoe"], f"a student the template lacks is reported, not dropped silently: {unlisted}"
+
+
+def test_canvas_template_without_one_assignment_column_asks_for_it(tmp_path):
+    template = tmp_path / "canvas.csv"
+    template.write_text("Student,ID,SIS User ID,Homework 1,Homework 2\nAnn,1,ann01,,\n")
+    with pytest.raises(ValueError, match="pass --column"):
+        export.fill_canvas(template, [grade("ann01", 1)], tmp_path / "out.csv")
+    export.fill_canvas(template, [grade("ann01", 1)], tmp_path / "out.csv", column="Homework 2")
+    assert list(csv.reader((tmp_path / "out.csv").open()))[1][4] == "1", "--column names the column to fill"

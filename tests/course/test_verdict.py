@@ -1,0 +1,192 @@
+"""The verdict: every check's probes run in a child process, the judging here; a hang, a crash or a tamper
+costs only what it touches, and no top-level statement of a submission runs. (A hang and hidden forwards are
+judged where tests/test_corpora.py grades the same edits as a class, not a second time here.)
+
+Example run: python -m pytest tests/course/test_verdict.py -q
+"""
+
+import dataclasses
+import functools
+
+import nbformat
+import pytest
+
+from specdec_course import verdict
+from specdec_kit import checks, settings
+
+from conftest import REPO
+from corpora import (
+    SPECULATIVE_DECODE,
+    blank,
+    edited,
+    metadata_stripped,
+    solved,
+    with_cell,
+)
+
+# The grading child's torch threads: the judging process waits on it, so it may use the cores a test has.
+judge = functools.partial(verdict.judge, threads=settings.test_threads())
+FAST_CHECK_SECONDS = 20  # long enough for any check of the solution on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def plan():
+    """The course's plan without the timed test (timed below on its own), with short check limits."""
+    full = verdict.load_plan(REPO / "autograder")
+    tests = {name: spec for name, spec in full.tests.items() if name != verdict.SPEED_TEST}
+    return dataclasses.replace(full, tests=tests, check_seconds=FAST_CHECK_SECONDS)
+
+
+def lost(judged: verdict.Verdict) -> set[str]:
+    return {test for test, result in judged.tests.items() if not result.passed}
+
+
+@pytest.mark.slow
+def test_solution_passes_every_check_from_outside(plan, tmp_path):
+    judged = judge(solved(), plan, log=tmp_path / "child.log")
+    assert lost(judged) == set(), f"the solution must pass every test; failed: " \
+                                  f"{ {t: r.message for t, r in judged.tests.items() if not r.passed} }"
+    assert all(r.visible_passed for r in judged.tests.values()), "each test's visible check passed too"
+    assert judged.load_problems == [] and judged.not_run == [], \
+        f"the solution's cells load cleanly; got {judged.load_problems}, not run {judged.not_run}"
+
+
+def test_blank_release_fails_every_test_naming_the_stub(plan):
+    judged = judge(blank(), plan)
+    assert lost(judged) == set(plan.tests), f"the blank must fail every test; passed {set(plan.tests) - lost(judged)}"
+    for test, result in judged.tests.items():
+        assert "NotImplementedError" in result.message, f"{test} should name the stub; said {result.message!r}"
+
+
+@pytest.mark.slow
+def test_metadata_stripped_earns_what_its_code_earns(plan):
+    judged = judge(metadata_stripped(), plan)
+    assert lost(judged) == set(), f"classes are found by name, metadata or not; failed {lost(judged)}"
+
+
+def test_top_level_statements_never_run(plan):
+    """A cell that replaces the checks at top level (or anything else that is not a definition) is listed, not run."""
+    tamper = "from specdec_kit import checks\nchecks.require = lambda *a: None\nprint('experiment')\n"
+    judged = judge(with_cell(blank(), tamper, after="imports"), plan)
+    assert lost(judged) == set(plan.tests), "replacing the checks in a cell must not pass anything"
+    assert [item.split(": ", 1)[1] for item in judged.not_run] == ["checks.require = lambda *a: None",
+                                                                   "print('experiment')"], judged.not_run
+
+
+@pytest.mark.slow
+def test_a_crash_costs_only_the_checks_it_crashes(plan):
+    crash = "        if draft_tokens.shape[1] == 8:\n            import ctypes\n            ctypes.string_at(0)\n"
+    start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
+    judged = judge(edited(solved(), start, crash + start), plan)
+    assert lost(judged) == {"test_verify_alignment"}, f"only the check with k=8 crashes; failed {lost(judged)}"
+    message = judged.tests["test_verify_alignment"].message
+    assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
+
+
+def test_a_method_cannot_rewrite_the_judge(plan):
+    """Replacing the checks from inside a method changes the child's copy, never the judge's."""
+    patch = ("        import specdec_kit.checks as c\n"
+             "        c.require = lambda *a, **k: None\n"
+             "        c.check_exact = lambda *a, **k: None\n")
+    notebook = edited(solved(), "        encoded = self.target_tokenizer(prompt, return_tensors=\"pt\")",
+                      patch + "        return DecodeResult('', [0], [0], [0])\n        encoded = "
+                              "self.target_tokenizer(prompt, return_tensors=\"pt\")")
+    judged = judge(notebook, plan)
+    expected = {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"}
+    assert expected <= lost(judged), \
+        f"a made-up result should lose {sorted(expected)} whatever the checks became; lost {sorted(lost(judged))}"
+    assert checks.require.__module__ == "specdec_kit.checks.core", "the grading process's checks are untouched"
+
+
+@pytest.mark.slow
+def test_speed_is_timed_here_and_outputs_kept_between_runs_are_not_timed(tmp_path, monkeypatch):
+    """The reference clears the bar; a decoder that returns outputs kept from the untimed run is refused."""
+    monkeypatch.setenv("SPECDEC_SELFTEST", "1")  # one timed repeat
+    full = verdict.load_plan(REPO / "autograder")
+    plan = dataclasses.replace(full, tests={verdict.SPEED_TEST: full.tests[verdict.SPEED_TEST]})
+    judged = judge(solved(), plan)
+    assert judged.tests[verdict.SPEED_TEST].passed, judged.tests[verdict.SPEED_TEST].message
+    assert judged.speed["vs_hf_assisted"] >= plan.min_ratio and judged.speed["runs"] == 2, judged.speed
+    memo = ("        key = (prompt, max_tokens, num_speculative_tokens)\n"
+            "        memo = type(self).__dict__.get('_memo') or {}\n"
+            "        type(self)._memo = memo\n"
+            "        if key not in memo:\n"
+            "            memo[key] = super().speculative_decode(prompt, max_tokens, num_speculative_tokens)\n"
+            "        return memo[key]\n")
+    reset = "        self.reset_caches()  # a new prompt shares nothing with the last one\n"
+    kept = edited(solved(), reset, reset + memo)
+    result = judge(nbformat.from_dict(kept), plan).tests[verdict.SPEED_TEST]
+    assert not result.passed and "without running the target" in result.message, result.message
+
+
+def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
+    """The grading plan (autograder/hidden.py's TESTS) runs what each test cell of the solution calls."""
+    import ast
+
+    from conftest import SOLUTION
+
+    plan = verdict.load_plan(REPO / "autograder")
+    cells = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nbformat.read(SOLUTION, as_version=4).cells
+             if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
+    assert set(cells) == set(plan.tests), f"plan tests {sorted(plan.tests)} != test cells {sorted(cells)}"
+    for test, source in cells.items():
+        calls = [(node.func.value.id, node.func.attr, node.args[0].id) for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                 and isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Name)]
+        class_name, test_checks = plan.tests[test]
+        if test == verdict.SPEED_TEST:
+            assert calls == [("checks", "check_speedup", class_name)] and test_checks == [checks.gate_rounds], \
+                f"{test}: the grader gates with checks.gate_rounds, then times; the cell calls {calls}"
+            continue
+        planned = [("checks" if f.__module__.startswith("specdec_kit.checks") else "hidden", f.__name__, class_name)
+                   for f in test_checks]
+        assert planned == calls, f"{test}: the plan runs {planned}, the cell calls {calls}"
+
+
+def test_children_leave_no_working_folder_behind(plan):
+    """Each child works in a folder of its own, removed with it, also when it was killed mid-check."""
+    import tempfile
+    from pathlib import Path
+
+    def folders():
+        return set(Path(tempfile.gettempdir()).glob("specdec-child-*"))
+
+    before = folders()
+    crash = "        import os\n        os._exit(1)\n"
+    judged = judge(edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + crash),
+                   dataclasses.replace(plan, tests={"test_exact": plan.tests["test_exact"]}))
+    assert "exited (status 1)" in judged.tests["test_exact"].message, judged.tests["test_exact"].message
+    assert folders() == before, f"left behind: {sorted(folders() - before)}"
+
+
+def test_a_timing_waits_for_checks_in_flight_and_holds_back_new_ones():
+    """Parallel jobs: no check of another job runs while a speed test is timed, and a check's wait is not
+    counted against its time limit."""
+    import threading
+    import time
+
+    from specdec_course.isolation import Quiet
+
+    quiet, log = Quiet(patience=5), []
+
+    def check(name: str, seconds: float):
+        with quiet.check() as waited:
+            log.append((name, "start", round(waited, 1)))
+            time.sleep(seconds)
+            log.append((name, "end", None))
+
+    first = threading.Thread(target=check, args=("in flight", 0.3))
+    first.start()
+    time.sleep(0.05)
+    with quiet.timing():
+        log.append(("timing", "start", None))
+        later = threading.Thread(target=check, args=("later", 0.0))
+        later.start()
+        time.sleep(0.3)
+        log.append(("timing", "end", None))
+    later.join()
+    first.join()
+    order = [(name, event) for name, event, _ in log]
+    assert order == [("in flight", "start"), ("in flight", "end"), ("timing", "start"), ("timing", "end"),
+                     ("later", "start"), ("later", "end")], f"events out of order: {log}"
+    assert log[4][2] >= 0.2, f"the later check waited for the timing and is told so; got {log[4]}"
