@@ -29,7 +29,7 @@ LAYERS = {
                                          "preprocessors", "isolation", "verdict", "scan", "feedback", "grading",
                                          "collect", "results", "export", "report", "similarity", "gradescope",
                                          "catalogue", "selftest", "student_run")],
-    4: [f"{COURSE}.cli"],
+    4: [f"{COURSE}.cli", f"{COURSE}.commands"],
 }
 LAYER = {name: layer for layer, names in LAYERS.items() for name in names}
 # Upward imports kept on purpose, as (importer, imported): none today.

@@ -26,14 +26,14 @@ from .nbgrader_setup import NOTEBOOK
 # What the install and grading read: pyproject.toml names README.md, install.sh reads environment.yml.
 BUNDLE_FILES = ("pyproject.toml", "README.md", "environment.yml", "packaging/install.sh", "src", "data", "autograder",
                 f"assignment/{NOTEBOOK}", f"solutions/{NOTEBOOK}")
-SETUP_SH = """\
+SETUP_SH = f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, to build the autograder's image.
 set -euo pipefail
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
 cd /autograder/source
 bash packaging/install.sh /autograder/source/.venv notebook,instructor
-/autograder/source/.venv/bin/specdec-kit zoo scripted sampling tiny tiny-b synthetic-small  # built once
+/autograder/source/.venv/bin/specdec-kit zoo {" ".join(grading.GRADING_PAIRS)}  # grading's pairs, built once
 """
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -75,9 +75,9 @@ def run(root: Path) -> dict:
         document = {"score": 0, "output": f"No notebook in the submission: upload {NOTEBOOK} (in Colab: File > "
                                           "Download > Download .ipynb)."}
     else:
-        settings = grading.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
-        [grade], _ = results.grade_class(out, [submission(root, notebooks[0])], settings)
-        document = results_json(grade, settings.points, _guard(out / "course", source / "autograder"))
+        setup = grading.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
+        [grade], _ = results.grade_class(out, [submission(root, notebooks[0])], setup)
+        document = results_json(grade, setup.points, _guard(out / "course", source / "autograder"))
         others = [p.name for p in notebooks[1:]]
         if others:
             document["output"] += f" Graded {notebooks[0].name}, the newest; not graded: {', '.join(others)}."

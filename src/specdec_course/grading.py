@@ -39,8 +39,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit import settings as kit_settings
-from specdec_kit import zoo
+from specdec_kit import settings, zoo
 from specdec_kit.adapters import is_graded_cell, parse_python
 
 from . import feedback, publish, scan, verdict
@@ -86,7 +85,7 @@ class Grade:
 
 
 @dataclass
-class Settings:
+class BatchSetup:
     """How a batch is graded: the plan (checks, limits), the course's points and the machine's share."""
 
     plan: verdict.Plan
@@ -124,8 +123,8 @@ class Graded:
 
 
 def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 1,
-                notebook_seconds: int | None = None) -> Settings:
-    """Check the options, set up the course and the zoo, and return the batch's settings.
+                notebook_seconds: int | None = None) -> BatchSetup:
+    """Check the options, set up the course and the zoo, and return the batch's setup.
 
     The limits are those of autograder/config.toml; `notebook_seconds` (`--timeout`) overrides its own.
     """
@@ -144,7 +143,7 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     points = {name: p for name, p in course_points(course).items() if name in plan.tests}
     extra_credit = {name: p for name, p in course_extra_credit(course).items() if name in plan.tests}
     release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return Settings(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs)
+    return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs)
 
 
 def _limits(autograder_dir: Path) -> dict:
@@ -214,21 +213,21 @@ def graded_cells(course: Path) -> list[str]:
 # One submission
 
 
-def grade_all(course: Path, submissions: list[Submission], settings: Settings, feedback_dir: Path,
+def grade_all(course: Path, submissions: list[Submission], setup: BatchSetup, feedback_dir: Path,
               progress=None, kept: dict[str, Graded | Grade] | None = None) -> list[Grade]:
-    """Grade every submission, `settings.jobs` at a time, then write every verdict again and the feedback.
+    """Grade every submission, `setup.jobs` at a time, then write every verdict again and the feedback.
 
     `progress` is called with each result as its submission finishes; `kept` holds results of an earlier,
     interrupted run by student, used instead of grading those again.
     """
     import torch
 
-    os.environ[kit_settings.THREADS] = str(settings.threads)  # the forkserver (started later) and its children
-    torch.set_num_threads(settings.threads)  # this process's reference answers
+    os.environ[settings.THREADS] = str(setup.threads)  # the forkserver (started later) and its children
+    torch.set_num_threads(setup.threads)  # this process's reference answers
     before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
     results: list[Graded | Grade | None] = [(kept or {}).get(s.student) for s in submissions]
-    with ThreadPoolExecutor(max_workers=settings.jobs) as pool:
-        futures = {pool.submit(grade, course, s, settings, before.get(s.student, {})): i
+    with ThreadPoolExecutor(max_workers=setup.jobs) as pool:
+        futures = {pool.submit(grade, course, s, setup, before.get(s.student, {})): i
                    for i, s in enumerate(submissions) if results[i] is None}
         for future in as_completed(futures):
             index = futures[future]
@@ -272,7 +271,7 @@ def finish(course: Path, results: list[Graded | Grade], feedback_dir: Path, befo
     return grades
 
 
-def grade(course: Path, submission: Submission, settings: Settings, before: dict | None = None) -> Graded | Grade:
+def grade(course: Path, submission: Submission, setup: BatchSetup, before: dict | None = None) -> Graded | Grade:
     """Grade one submission (`before`: its scores in the gradebook before the batch). Never raises for a bad
     submission: what went wrong is the row's status."""
     started = time.perf_counter()
@@ -282,20 +281,20 @@ def grade(course: Path, submission: Submission, settings: Settings, before: dict
         notebook, notes = read_submission(submission.path)
     except InvalidSubmission as e:
         return Grade(submission.student, "invalid", message=str(e))
-    notes += match_release(notebook, settings.release)
+    notes += match_release(notebook, setup.release)
     student = submission.student
     target = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
     log_dir = course.parent / "logs"
     log_dir.mkdir(exist_ok=True)
-    run = NotebookRun(course, student, settings, log_dir)
+    run = NotebookRun(course, student, setup, log_dir)
     kernel = threading.Thread(target=run.run, name=f"nbgrader {student}")
     kernel.start()
-    judged = verdict.judge(notebook, settings.plan, settings.threads, settings.timing_threads,
+    judged = verdict.judge(notebook, setup.plan, setup.threads, setup.timing_threads,
                            log_dir / f"{student}.verdict.log", before_timing=kernel.join)
     kernel.join()
-    return conclude(course, student, notebook, notes, judged, run, settings, before or {},
+    return conclude(course, student, notebook, notes, judged, run, setup, before or {},
                     time.perf_counter() - started)
 
 
@@ -391,7 +390,7 @@ class NotebookRun:
 
     course: Path
     student: str
-    settings: Settings
+    setup: BatchSetup
     log_dir: Path
     record: dict | None = None
     killed: bool = False  # the whole nbgrader run outlived its limit and was killed
@@ -400,12 +399,12 @@ class NotebookRun:
     def run(self) -> None:
         record_path = self.log_dir / f"{self.student}.run.json"
         record_path.unlink(missing_ok=True)
-        env = kernel_env(self.settings.threads, record_path)
+        env = kernel_env(self.setup.threads, record_path)
         args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
-        limit = self.settings.notebook_seconds + NBGRADER_MARGIN
+        limit = self.setup.notebook_seconds + NBGRADER_MARGIN
         for _ in range(DB_RETRIES):
             try:
-                done = _run_nbgrader(self.course, args, env, limit, self.settings.plan.memory_mb)
+                done = _run_nbgrader(self.course, args, env, limit, self.setup.plan.memory_mb)
             except subprocess.TimeoutExpired:
                 self.killed = True
                 break
@@ -424,10 +423,10 @@ def kernel_env(threads: int, record_path: Path) -> dict:
     """The environment of nbgrader and its kernel: offline, threads pinned, no instructor folder importable."""
     env = nbgrader_env()
     thread_count = str(threads)
-    env.update({kit_settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                kit_settings.THREADS: thread_count, "OMP_NUM_THREADS": thread_count, "MKL_NUM_THREADS": thread_count,
-                kit_settings.RUN_RECORD: str(record_path)})
-    env.pop(kit_settings.SELFTEST, None)
+    env.update({settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                settings.THREADS: thread_count, "OMP_NUM_THREADS": thread_count, "MKL_NUM_THREADS": thread_count,
+                settings.RUN_RECORD: str(record_path)})
+    env.pop(settings.SELFTEST, None)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
              if p and not any((Path(p) / folder).exists() for folder in ("autograder", "solutions"))]
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -464,18 +463,18 @@ def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int,
 
 
 def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes: list[str], judged: verdict.Verdict,
-             run: NotebookRun, settings: Settings, before: dict, seconds: float) -> Graded:
+             run: NotebookRun, setup: BatchSetup, before: dict, seconds: float) -> Graded:
     """The row, the gradebook's scores and the autograded notebook, from the verdict and the notebook's run."""
-    points = {test: settings.points[test] if judged.tests[test].passed else 0.0 for test in settings.points}
-    bonus = {test: credit if judged.tests[test].passed else 0.0 for test, credit in settings.extra_credit.items()}
-    scores = student_scores(submitted, points, settings.release, before, bonus)
+    points = {test: setup.points[test] if judged.tests[test].passed else 0.0 for test in setup.points}
+    bonus = {test: credit if judged.tests[test].passed else 0.0 for test, credit in setup.extra_credit.items()}
+    scores = student_scores(submitted, points, setup.release, before, bonus)
     kernel_scores = record_scores(course, student, scores)
     status, run_note = _run_status(run)
     messages = [*notes, run_note, *judged.load_problems,
                 *(f"{test}: {result.message.splitlines()[0]}" for test, result in judged.tests.items()
                   if not result.passed and result.aborted),
-                *_disagreements(judged, kernel_scores, settings.points, run)]
-    grade = Grade(student, status, score=sum(points.values()), max_score=sum(settings.points.values()),
+                *_disagreements(judged, kernel_scores, setup.points, run)]
+    grade = Grade(student, status, score=sum(points.values()), max_score=sum(setup.points.values()),
                   manual_pending=any(values[2] for name, values in scores.items() if name not in points),
                   message=_join(*messages), tests={**points, **bonus}, extra_credit=sum(bonus.values()),
                   seconds=seconds, flags=scan.scan_notebook(submitted),
@@ -485,7 +484,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   hidden_failed=[test for test, result in judged.tests.items()
                                  if not result.passed and result.visible_passed])
     autograded = read_autograded(course, student)
-    notebook = show_verdict(autograded or _bare(submitted), judged, {**settings.points, **settings.extra_credit},
+    notebook = show_verdict(autograded or _bare(submitted), judged, {**setup.points, **setup.extra_credit},
                             grade, kernel_scores,
                             run_note if autograded is None else "")
     write_autograded(course, student, notebook)

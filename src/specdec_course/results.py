@@ -26,9 +26,9 @@ import nbformat
 from . import feedback
 from .collect import Submission
 from .grading import (
+    BatchSetup,
     Grade,
     Graded,
-    Settings,
     grade_all,
     graded_cells,
     prepare_course,
@@ -99,7 +99,7 @@ def _write_history(path: Path, history: list[dict[str, str]], old_rows: list[dic
         writer.writerows(rows)
 
 
-def grade_class(out: Path, submissions: list[Submission], settings: Settings, resume: bool = False,
+def grade_class(out: Path, submissions: list[Submission], setup: BatchSetup, resume: bool = False,
                 progress=None) -> tuple[list[Grade], list[str]]:
     """Grade `submissions` into `out` (its course, feedback, done records) and merge their rows into
     grades.csv. With `resume`, students whose kept result is final and of the same file are not graded
@@ -114,7 +114,7 @@ def grade_class(out: Path, submissions: list[Submission], settings: Settings, re
         if progress:
             progress(result)
 
-    grades = grade_all(out / "course", submissions, settings, out / "feedback", progress=finished, kept=kept)
+    grades = grade_all(out / "course", submissions, setup, out / "feedback", progress=finished, kept=kept)
     cells = graded_cells(out / "course")
     new = [row(g, s, cells) for g, s in zip(grades, submissions)]
     replaced = merge_rows(out / "grades.csv", earlier, new, cells, history)

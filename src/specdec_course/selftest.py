@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit import settings as kit_settings
+from specdec_kit import settings
 
 from . import grading
 from .catalogue import Entry, load_catalogue, make_submission
@@ -42,11 +42,11 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
                  progress=print) -> list[SelftestRow]:
     """Grade the solution, the blank release and the catalogue in one batch; one row per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
-    os.environ[kit_settings.SELFTEST] = "1"  # the grader's speed test times one repeat
+    os.environ[settings.SELFTEST] = "1"  # the grader's speed test times one repeat
     grading.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
-    settings = grading.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
+    setup = grading.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue
@@ -55,12 +55,12 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     for entry in entries:
         nbformat.write(make_submission(solution, entry), submissions / f"{entry.name}.ipynb")
     (submissions / "blank.ipynb").write_bytes(release_notebook.read_bytes())
-    full = {**settings.points, **settings.extra_credit}  # each test's full marks, bonus tests' extra credit too
+    full = {**setup.points, **setup.extra_credit}  # each test's full marks, bonus tests' extra credit too
     blank = Entry("blank", "the release as handed out", fails=frozenset(full), message="NotImplementedError")
     entries.append(blank)
     feedback_dir = workdir / "feedback"
     batch = [Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
-    grades = grading.grade_all(course, batch, settings, feedback_dir,
+    grades = grading.grade_all(course, batch, setup, feedback_dir,
                                progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []
     for entry, result in zip(entries, grades):

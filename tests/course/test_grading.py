@@ -60,8 +60,8 @@ def test_bad_submissions_are_reported_not_raised(tmp_path):
     broken = tmp_path / "broken.ipynb"
     broken.write_text("not a notebook")
     course = tmp_path / "course"
-    rows = [grading.grade(course, Submission("broken", broken), settings=None),
-            grading.grade(course, Submission("gone", None, "no submission"), settings=None)]
+    rows = [grading.grade(course, Submission("broken", broken), setup=None),
+            grading.grade(course, Submission("gone", None, "no submission"), setup=None)]
     got = [(r.status, r.message) for r in rows]
     assert [r.status for r in rows] == ["invalid", "missing"], \
         f"an unreadable file is invalid and a roster student without one missing: {got}"
@@ -120,9 +120,9 @@ def batch(tmp_path_factory):
     tamper.cells.insert(3, nbformat.v4.new_code_cell(write_all))
     for name, notebook in (("amy", solved()), ("zed", blank()), ("mallory", tamper)):
         nbformat.write(notebook, submissions / f"{name}.ipynb")
-    settings = grading.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
+    setup = grading.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
     finished = []
-    grades, _ = results.grade_class(root / "graded", collect(submissions), settings, progress=finished.append)
+    grades, _ = results.grade_class(root / "graded", collect(submissions), setup, progress=finished.append)
     return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished
 
 

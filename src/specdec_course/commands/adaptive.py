@@ -1,0 +1,49 @@
+"""`specdec-course adaptive`: adaptive k judged against every fixed k and HF's schedule (adaptive_bench.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdec_kit.cli import add_command, check_k, common_options, load_run
+
+
+def register(commands) -> None:
+    parser = add_command(commands, "adaptive", "judge the notebook's adaptive k against every fixed k and HF's "
+                         "heuristic schedule, on several pairs in one run",
+                         "specdec-course adaptive --pairs tiny,tiny-b,synthetic-small --k 1,2,3,4,6,8 --repeats 2",
+                         [common_options()])
+    parser.add_argument("--pairs", default="tiny,tiny-b,synthetic-small", help="comma-separated pairs to judge on")
+    parser.add_argument("--k", default="1,2,3,4,6,8", help="the fixed k values (must include 4, the first k)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per method, k and prompt")
+    parser.add_argument("--out", default="out/adaptive", help="directory for adaptive.json and each pair's files")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specdec_kit import bench
+
+    from .. import adaptive_bench, hf_methods
+
+    k_values = [int(k) for k in args.k.split(",")]
+    check_k(k_values)
+    if adaptive_bench.FIRST_K not in k_values:
+        raise ValueError(f"--k must include {adaptive_bench.FIRST_K}, the adaptive methods' first k")
+    verdicts = []
+    for pair in args.pairs.split(","):
+        args.pair = pair
+        run = load_run(args, ("CachedSpeculativeDecoder", "AdaptiveSpeculativeDecoder"))
+        print(f"{pair}: {len(run.prompts)} prompts x {args.repeats} repeats, k in {k_values}")
+        document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=pair,
+                                 repeats=args.repeats, methods=adaptive_bench.METHODS, device=str(run.device),
+                                 dtype=run.dtype, runners=hf_methods.RUNNERS,
+                                 micro_k_values=list(range(1, adaptive_bench.MAX_K + 1)),
+                                 adaptive_k=[adaptive_bench.FIRST_K])
+        bench.write_outputs(document, Path(args.out) / pair)
+        verdicts.append(adaptive_bench.judge(document))
+    print(adaptive_bench.verdict_table(verdicts))
+    print(f"wrote {adaptive_bench.write(verdicts, Path(args.out))} and each pair's bench files under {args.out}")
+    met = adaptive_bench.bar_met(verdicts)
+    print(f"bar ({adaptive_bench.TOLERANCE:.0%} of the best fixed k and at least HF's schedule, on two pairs whose "
+          f"best fixed k differ): {'met' if met else 'not met'}")
+    return 0 if met else 1

@@ -1,0 +1,46 @@
+"""`specdec-course export`: the class's grades for the LMS (export.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdec_kit.cli import add_command
+
+from . import options
+
+
+def register(commands) -> None:
+    parser = add_command(commands, "export", "write the class's grades for the LMS: Gradescope's score import, or the "
+                         "course's Canvas gradebook export filled in",
+                         "specdec-course export graded --template canvas_export.csv --out canvas_import.csv",
+                         [options.autograder, options.roster, options.roster_column, options.graded])
+    parser.add_argument("--out", default="grades_export.csv", help="the CSV to write")
+    parser.add_argument("--template", help="the course's Canvas gradebook export (Grades > Export): its assignment "
+                        "column is filled in; without it, Gradescope's import format")
+    parser.add_argument("--column", help="the Canvas column to fill (default: the one header naming 'speculative')")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import export
+    from ..collect import read_roster
+    from ..publish import load_config
+
+    graded = Path(args.graded)
+    deadline = load_config(Path(args.autograder)).deadline
+    roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
+    grades = export.class_grades(graded, deadline, roster)
+    out = Path(args.out)
+    if args.template:
+        unlisted = export.fill_canvas(Path(args.template), grades, out, args.column)
+        if unlisted:
+            print(f"not in the Canvas template, so not exported ({len(unlisted)}): {', '.join(unlisted)}")
+    else:
+        export.write_gradescope(grades, out)
+    pending = [g.student for g in grades if g.manual is None]
+    late = [g.student for g in grades if g.late_by]
+    print(f"wrote {out}: {len(grades)} students, {len(late)} late (due {deadline.due.isoformat()}, "
+          f"{deadline.grace_minutes} min grace), {len(pending)} with a hand-graded part pending"
+          + (f" ({', '.join(pending)}: their totals hold the auto-graded points only)" if pending else ""))
+    return 0

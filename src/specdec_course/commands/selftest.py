@@ -1,0 +1,37 @@
+"""`specdec-course selftest`: the solution, the blank release and the catalogue graded (selftest.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdec_kit.cli import add_command
+
+from . import options
+
+
+def register(commands) -> None:
+    parser = add_command(commands, "selftest", "autograde the solution, the blank release and the known-bug "
+                         "catalogue; exit 1 unless each scores as expected", "specdec-course selftest --jobs 2",
+                         [options.solution, options.autograder, options.release, options.timeout, options.jobs])
+    parser.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
+    parser.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..selftest import run_selftest
+
+    options.check_grading(args)
+    outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
+                            timeout=args.timeout, only=args.only, jobs=args.jobs)
+    table = pd.DataFrame([vars(o) for o in outcomes])
+    with pd.option_context("display.max_colwidth", 80, "display.width", 250):
+        print(table.rename(columns={"name": "submission", "named_by": "tests that named it",
+                                    "vs_hf_assisted": "speed"})
+              .to_string(index=False, na_rep="-", formatters={"seconds": "{:.0f}".format, "speed": "{:.2f}x".format}))
+    print(f"{int(table.ok.sum())}/{len(table)} submissions graded as expected; "
+          f"median {table.seconds.median():.0f} s per submission")
+    return 0 if table.ok.all() else 1

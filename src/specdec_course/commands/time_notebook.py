@@ -1,0 +1,38 @@
+"""`specdec-course time-notebook`: the notebook run as a student would, each cell timed (student_run.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from specdec_kit.cli import add_command
+
+from . import options
+
+
+def register(commands) -> None:
+    parser = add_command(commands, "time-notebook", "run the student notebook as a student would, timing each cell "
+                         "(the student README's figures)", "specdec-course time-notebook --finished --fresh-cache",
+                         [options.solution, options.release])
+    parser.add_argument("--finished", action="store_true", help="the solution as handed in, not the blank release")
+    parser.add_argument("--fresh-cache", action="store_true", help="build the offline models anew, as a first run")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import nbformat
+
+    from ..student_run import finished_notebook, time_cells
+
+    notebook = finished_notebook(Path(args.solution)) if args.finished else nbformat.read(args.release, as_version=4)
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = time_cells(notebook, Path(workdir), fresh_cache=args.fresh_cache,
+                          progress=lambda row: print(f"{row.seconds:7.1f} s  {row.cell}  {row.error}", flush=True))
+    failed = sum(bool(row.error) for row in rows)
+    print(f"{'finished' if args.finished else 'blank'} notebook, {'fresh' if args.fresh_cache else 'warm'} zoo "
+          f"cache, {os.cpu_count()} cores: {sum(r.seconds for r in rows):.0f} s in {len(rows)} code "
+          f"cells, {failed} ended in an error")
+    return 0
