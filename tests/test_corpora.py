@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from specdec_course import feedback, grading, verdict
+from specdec_course import feedback, gradebook, verdict
 from specdec_course.cli import main
 
 from conftest import REPO
@@ -77,7 +77,7 @@ def test_tamper_acted_and_gained_nothing(graded, case):
 def test_the_notebooks_own_run_meets_the_memory_limit(graded):
     """A cell that allocates without bound gets a MemoryError; the kernel frees what it held and goes on."""
     _, out, _ = graded
-    cells = grading.read_autograded(out / "course", "unbounded_memory").cells
+    cells = gradebook.read_autograded(out / "course", "unbounded_memory").cells
     hoard = next(c for c in cells if c.cell_type == "code" and c.source.startswith("def hoard():"))
     assert [o.get("ename") for o in hoard.outputs] == ["MemoryError"], f"outputs: {hoard.outputs}"
     stopped = [o.ename for c in cells for o in c.get("outputs", []) if o.get("ename") in ("NotRun", "KernelDied")]
@@ -116,7 +116,7 @@ def lost_anywhere(row: dict) -> set[str]:
 def verdicts(out, student: str) -> dict[str, str]:
     """test -> the kit's verdict as shown in the autograded notebook: "" when passed, else its message."""
     found = {}
-    for cell in grading.read_autograded(out / "course", student).cells:
+    for cell in gradebook.read_autograded(out / "course", student).cells:
         test = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and test in PLAN_TESTS:
             last = cell.outputs[-1]  # the verdict closes the cell's outputs
@@ -126,7 +126,7 @@ def verdicts(out, student: str) -> dict[str, str]:
 
 def _printed(out, student: str) -> str:
     """What a submission printed: its kernel's outputs and its grading children's logs."""
-    notebook = grading.read_autograded(out / "course", student)
+    notebook = gradebook.read_autograded(out / "course", student)
     text = ""
     for cell in notebook.cells if notebook else []:
         text += "".join(o.get("text", "") + o.get("evalue", "") for o in cell.get("outputs", []))

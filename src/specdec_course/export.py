@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .grading import course_points, hand_graded_cells, read_scores
+from .course_setup import course_points, hand_graded_cells
+from .gradebook import read_scores
 from .publish import Deadline
 from .results import read_rows
 

@@ -52,7 +52,7 @@ from .nbgrader_setup import (
 )
 
 SCRUBBED = "<grader>"
-ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata grading.py gives its notes for staff
+ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata row.py gives its notes for staff
 TRACEBACK = "Traceback (most recent call last)"
 MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
 PENDING = "Graded by hand: pending"

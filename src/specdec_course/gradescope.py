@@ -19,7 +19,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from . import feedback, grading, results
+from . import course_setup, feedback, results, row
 from .collect import Submission, download_index, file_time, nbgrader_id
 from .nbgrader_setup import NOTEBOOK
 
@@ -33,7 +33,7 @@ set -euo pipefail
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
 cd /autograder/source
 bash packaging/install.sh /autograder/source/.venv notebook,instructor
-/autograder/source/.venv/bin/specdec-kit zoo {" ".join(grading.GRADING_PAIRS)}  # grading's pairs, built once
+/autograder/source/.venv/bin/specdec-kit zoo {" ".join(course_setup.GRADING_PAIRS)}  # grading's pairs, built once
 """
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -75,7 +75,7 @@ def run(root: Path) -> dict:
         document = {"score": 0, "output": f"No notebook in the submission: upload {NOTEBOOK} (in Colab: File > "
                                           "Download > Download .ipynb)."}
     else:
-        setup = grading.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
+        setup = course_setup.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
         [grade], _ = results.grade_class(out, [submission(root, notebooks[0])], setup)
         document = results_json(grade, setup.points, _guard(out / "course", source / "autograder"))
         others = [p.name for p in notebooks[1:]]
@@ -103,7 +103,7 @@ def _guard(course: Path, autograder_dir: Path):
     return lambda message: WITHHELD if feedback.leaks(message, secrets, hidden) else message
 
 
-def results_json(grade: grading.Grade, points: dict[str, float], shown) -> dict:
+def results_json(grade: row.Grade, points: dict[str, float], shown) -> dict:
     """Gradescope's results.json for one graded submission: the score and one entry per auto-graded test. A bonus
     test has max_score 0, so the points it earns show as extra credit, and the score includes them."""
     def outcome(test: str, max_points: float) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from .grading import course_extra_credit, course_points, hand_graded_cells
+from .course_setup import course_extra_credit, course_points, hand_graded_cells
 from .nbgrader_setup import ASSIGNMENT, NOTEBOOK
 from .results import read_rows
 from .similarity import THRESHOLD, similar_pairs

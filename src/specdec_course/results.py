@@ -25,16 +25,10 @@ import nbformat
 
 from . import feedback
 from .collect import Submission
-from .grading import (
-    BatchSetup,
-    Grade,
-    Graded,
-    grade_all,
-    graded_cells,
-    prepare_course,
-    write_autograded,
-    write_scores,
-)
+from .course_setup import BatchSetup, graded_cells, prepare_course
+from .gradebook import write_autograded, write_scores
+from .grading import grade_all
+from .row import Grade, Graded
 
 FIXED_COLUMNS = ["student", "name", "score", "max_score", "extra_credit", "manual_pending", "status", "message",
                  "flags", "seconds", "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]

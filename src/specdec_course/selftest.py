@@ -21,7 +21,7 @@ import nbformat
 
 from specdec_kit import settings
 
-from . import grading
+from . import course_setup, gradebook, grading, row
 from .catalogue import Entry, load_catalogue, make_submission
 from .collect import Submission
 
@@ -43,10 +43,10 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     """Grade the solution, the blank release and the catalogue in one batch; one row per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
     os.environ[settings.SELFTEST] = "1"  # the grader's speed test times one repeat
-    grading.clear_course(workdir)
+    gradebook.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
-    setup = grading.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
+    setup = course_setup.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue
@@ -81,8 +81,8 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     return outcomes
 
 
-def _row(result) -> grading.Grade:
-    return result.grade if isinstance(result, grading.Graded) else result
+def _row(result) -> row.Grade:
+    return result.grade if isinstance(result, row.Graded) else result
 
 
 def _feedback_problems(page: Path, message: str) -> list[str]:

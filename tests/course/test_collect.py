@@ -10,7 +10,7 @@ import pytest
 
 from specdec_course import results
 from specdec_course.collect import Submission, collect, nbgrader_id, read_roster, student_name
-from specdec_course.grading import Grade, Graded
+from specdec_course.row import Grade, Graded
 
 
 def put(root: Path, relative: str, mtime: float | None = None) -> Path:

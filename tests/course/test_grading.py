@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import nbformat
 import pytest
 
-from specdec_course import export, grading, preprocessors, release, results
+from specdec_course import course_setup, export, gradebook, grading, notebook_run, preprocessors, release, results
 from specdec_course import nbgrader_setup as course_nbgrader
 from specdec_course.collect import Submission, collect
 from specdec_course.publish import Deadline
@@ -25,19 +25,19 @@ from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, sol
 def test_unreadable_files_are_invalid_with_what_to_do(tmp_path, content, why):
     path = tmp_path / "x.ipynb"
     path.write_bytes(content)
-    with pytest.raises(grading.InvalidSubmission, match=why) as info:
-        grading.read_submission(path)
+    with pytest.raises(notebook_run.InvalidSubmission, match=why) as info:
+        notebook_run.read_submission(path)
     assert "re-download" in str(info.value), f"the message must say what to do; got {info.value}"
 
 
 def test_old_format_is_converted_and_missing_metadata_noted(tmp_path):
     old = tmp_path / "old.ipynb"
     nbformat.write(nbformat3(), old, version=3)
-    notebook, notes = grading.read_submission(old)
+    notebook, notes = notebook_run.read_submission(old)
     assert notebook.nbformat == 4 and any("format 3" in n for n in notes), f"format 3 is converted; notes {notes}"
     stripped = tmp_path / "stripped.ipynb"
     nbformat.write(metadata_stripped(), stripped)
-    _, notes = grading.read_submission(stripped)
+    _, notes = notebook_run.read_submission(stripped)
     assert any("graded from the classes found in its code" in n for n in notes), notes
 
 
@@ -45,12 +45,12 @@ def test_what_an_editor_took_is_given_back_from_the_release():
     release = blank()
     release_ids = [c.metadata["nbgrader"]["grade_id"] for c in release.cells if c.metadata.get("nbgrader")]
     stripped = metadata_stripped()
-    notes = grading.match_release(stripped, release)
+    notes = notebook_run.match_release(stripped, release)
     restored = [c.metadata["nbgrader"]["grade_id"] for c in stripped.cells if c.metadata.get("nbgrader")]
     assert restored == release_ids, f"every cell is matched back in order; got {restored}, expected {release_ids}"
     assert notes == [f"grading metadata restored on {len(release_ids)} cells matched to the assignment's"], notes
     markdown = answer_as_markdown()
-    notes = grading.match_release(markdown, release)
+    notes = notebook_run.match_release(markdown, release)
     [cell] = [c for c in markdown.cells
               if c.metadata.get("nbgrader", {}).get("grade_id") == "cached_speculative_decoder"]
     assert cell.cell_type == "code" and "graded as code" in notes[0], (cell.cell_type, notes)
@@ -69,7 +69,7 @@ def test_bad_submissions_are_reported_not_raised(tmp_path):
 
 def test_kernel_environment_is_offline_pinned_and_without_instructor_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{REPO}:{tmp_path}")
-    env = grading.kernel_env(3, tmp_path / "record.json")
+    env = notebook_run.kernel_env(3, tmp_path / "record.json")
     assert env["PYTHONPATH"] == str(tmp_path), f"the repository root (autograder/, solutions/) must go; got " \
                                                f"{env['PYTHONPATH']!r}"
     assert env["SPECDEC_GRADING"] == env["HF_HUB_OFFLINE"] == "1" and env["OMP_NUM_THREADS"] == "3", env
@@ -81,7 +81,7 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     course = tmp_path / "course"
-    grading.prepare_course(course, SOLUTION, REPO / "autograder")
+    course_setup.prepare_course(course, SOLUTION, REPO / "autograder")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding", \
@@ -93,15 +93,15 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
     monkeypatch.setattr(course_nbgrader, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
-    with pytest.raises(grading.GradingSetupError, match="generate_assignment failed"):
-        grading.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
+    with pytest.raises(course_setup.GradingSetupError, match="generate_assignment failed"):
+        course_setup.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
 
 
 @pytest.mark.parametrize("option,value,words", [("jobs", 0, "--jobs must be at least 1"),
                                                 ("notebook_seconds", -5, "positive number of seconds")])
 def test_bad_options_stop_before_anything_is_set_up(tmp_path, option, value, words):
     with pytest.raises(ValueError, match=words):
-        grading.setup_batch(tmp_path / "course", SOLUTION, REPO / "autograder", **{option: value})
+        course_setup.setup_batch(tmp_path / "course", SOLUTION, REPO / "autograder", **{option: value})
     assert not (tmp_path / "course").exists(), "nothing may be set up for options that are refused"
 
 
@@ -120,7 +120,7 @@ def batch(tmp_path_factory):
     tamper.cells.insert(3, nbformat.v4.new_code_cell(write_all))
     for name, notebook in (("amy", solved()), ("zed", blank()), ("mallory", tamper)):
         nbformat.write(notebook, submissions / f"{name}.ipynb")
-    setup = grading.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
+    setup = course_setup.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
     finished = []
     grades, _ = results.grade_class(root / "graded", collect(submissions), setup, progress=finished.append)
     return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished
@@ -144,7 +144,7 @@ def test_batch_scores_come_from_the_verdict(batch):
 def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
     """Nothing reads a bonus cell's outcome in the kernel (0 nbgrader points), so the kernel does not run it."""
     course, _, _, _ = batch
-    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in grading.read_autograded(course, "amy").cells}
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in gradebook.read_autograded(course, "amy").cells}
     for test in ("test_sampling", "test_lookup", "test_adaptive"):
         texts = [o.get("text", "") for o in cells[test].outputs]
         verdict = f"The kit's grading of {test}: passed"
@@ -157,7 +157,7 @@ def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
 def test_final_pass_undoes_what_a_kernel_wrote_to_the_gradebook(batch):
     """mallory's kernel gave every cell of every student full marks; the kit's final pass put the scores back."""
     course, _, grades, _ = batch
-    kernel = grading.autograded_path(course, "mallory").read_text()
+    kernel = gradebook.autograded_path(course, "mallory").read_text()
     assert "gradebook written" in kernel, "the tamper must have written the gradebook, or this test proves nothing"
     with sqlite3.connect(course / "gradebook.db") as db:
         rows = db.execute("SELECT s.student_id, g.auto_score, g.manual_score FROM grade g "
@@ -235,5 +235,5 @@ def test_regrading_one_student_keeps_every_other_row_and_records_the_old_one(bat
     assert float(after["zed"]["score"]) == 90, f"zed's new row has the solution's 90 points: {after['zed']}"
     [old] = results.read_history(out / "regrades.csv")
     assert (old["student"], float(old["score"])) == ("zed", 0), f"regrades.csv keeps zed's replaced row: {old}"
-    scores = {s: sum(a or 0 for a, _, _ in cells.values()) for s, cells in grading.read_scores(course).items()}
+    scores = {s: sum(a or 0 for a, _, _ in cells.values()) for s, cells in gradebook.read_scores(course).items()}
     assert scores["amy"] == 90 and scores["zed"] == 90, f"the gradebook holds amy's old and zed's new score: {scores}"

@@ -14,8 +14,9 @@ import pytest
 
 from specdec_course import report, results
 from specdec_course.collect import Submission
-from specdec_course.grading import Grade, course_points, hand_graded_cells
+from specdec_course.course_setup import course_points, hand_graded_cells
 from specdec_course.nbgrader_setup import ASSIGNMENT, NOTEBOOK
+from specdec_course.row import Grade
 from specdec_course.similarity import similar_pairs
 
 from conftest import REPO

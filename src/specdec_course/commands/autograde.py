@@ -29,7 +29,7 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from .. import grading, results
+    from .. import course_setup, results, row
     from ..collect import collect, read_roster
 
     options.check_grading(args)
@@ -41,12 +41,12 @@ def run(args: argparse.Namespace) -> int:
                          "student, or nbgrader's submitted/<student>/speculative_decoding/ (or a zip of these)")
     if args.student:
         submissions = _only(submissions, args.student)
-    setup = grading.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
+    setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    args.jobs, args.timeout)
     with tqdm(total=len(submissions), desc="autograde") as bar:
         grades, replaced = results.grade_class(out, submissions, setup, resume=args.resume,
                                                progress=lambda _: bar.update())
-    counts = {status: sum(g.status == status for g in grades) for status in grading.STATUSES}
+    counts = {status: sum(g.status == status for g in grades) for status in row.STATUSES}
     print(f"wrote {out / 'grades.csv'} and feedback/<student>.html: "
           + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
     if replaced:
