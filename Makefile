@@ -48,3 +48,22 @@ test-transformers4: $(STAMP) $(STAMP4)
 .PHONY: selftest
 selftest: $(STAMP)
 	$(VENV)/bin/specdec-course selftest --jobs 2
+
+# The measured figures docs/benchmarks.md links, each page (and plot) written by the command that measured it into
+# docs/figures/ (about 40 minutes on 2 idle cores; run it on a quiet machine, then commit docs/figures/).
+FIGURES := docs/figures
+.PHONY: figures
+figures: $(STAMP)
+	$(VENV)/bin/specdec-kit demo --out $(FIGURES)/demo
+	$(VENV)/bin/specdec-course bench --pair synthetic-small --k 1,2,3,4,6 --repeats 2 --limit 8 --max-new-tokens 64 \
+		--threads 2 --out $(FIGURES)/bench-greedy
+	$(VENV)/bin/specdec-course bench --pair synthetic-small --k 1,2,4 --repeats 2 --limit 4 --max-new-tokens 48 \
+		--threads 2 --temperatures 0.7,1.0 --methods target_greedy,hf_assisted,cached --out $(FIGURES)/bench-sampling
+	$(VENV)/bin/specdec-course bench --pair synthetic-small --k 2,4,8 --repeats 2 --threads 2 \
+		--methods target_greedy,cached,hf_prompt_lookup,prompt_lookup --out $(FIGURES)/bench-lookup
+	$(VENV)/bin/specdec-course adaptive --pairs tiny,tiny-b,synthetic-small --k 1,2,3,4,6,8 --repeats 2 --limit 6 \
+		--max-new-tokens 64 --threads 2 --out $(FIGURES)/adaptive
+	$(VENV)/bin/specdec-course time-notebook --fresh-cache --record $(FIGURES)/notebook-times.json
+	$(VENV)/bin/specdec-course time-notebook --record $(FIGURES)/notebook-times.json
+	$(VENV)/bin/specdec-course time-notebook --finished --fresh-cache --record $(FIGURES)/notebook-times.json
+	$(VENV)/bin/specdec-course time-notebook --finished --record $(FIGURES)/notebook-times.json

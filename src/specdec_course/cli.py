@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser().parse_args(argv), "specdec-course")
+    return run_command(build_parser(), argv, "specdec-course")
 
 
 if __name__ == "__main__":

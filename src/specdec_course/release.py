@@ -16,6 +16,7 @@ in place: `.git` and files the kit did not write stay, and a manifest (MANIFEST)
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -30,9 +31,9 @@ from .nbgrader_setup import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_as
 STUDENT_TREE = {"src/specdec_kit": "src/specdec_kit", "data": "data",
                 "pyproject.toml": "packaging/student/pyproject.toml"}
 INSTRUCTOR_ONLY = ("solutions", "autograder", "tests", "packaging", "specdec_course")
-# Seconds of a whole run on 2 idle cores (first run on a machine, later runs), from `specdec-course time-notebook
-# [--finished] [--fresh-cache]`; the student README states them.
-RUN_SECONDS = {"blank": (14, 8), "finished": (193, 165)}
+# Seconds of a whole run (blank or finished; first run on a machine, later runs), recorded by `specdec-course
+# time-notebook [--finished] [--fresh-cache] --record docs/figures/notebook-times.json`; the student README states them.
+NOTEBOOK_TIMES = Path(__file__).resolve().parents[2] / "docs" / "figures" / "notebook-times.json"
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
 MANIFEST = ".specdec-export"
 MANIFEST_HEADER = "# Written by `specdec-course release --student-repo`: the files it wrote, replaced on each export.\n"
@@ -77,8 +78,20 @@ def is_current(solution: Path, out_dir: Path, config: publish.CourseConfig | Non
     return target.is_file() and target.read_text() == render_release(solution, config)
 
 
+def run_seconds(path: Path = NOTEBOOK_TIMES) -> dict[str, tuple[int, int]]:
+    """{"blank" or "finished": (seconds on a first run, on later runs)}, as time-notebook recorded them."""
+    try:
+        data = json.loads(path.read_text())
+        return {which: (data[which]["fresh"]["seconds"], data[which]["warm"]["seconds"])
+                for which in ("blank", "finished")}
+    except (OSError, KeyError, ValueError) as e:
+        raise ValueError(f"{path} does not hold the notebook's four run times ({type(e).__name__}: {e}): run "
+                         "specdec-course time-notebook [--finished] [--fresh-cache] --record with it") from None
+
+
 def student_readme(config: publish.CourseConfig | None = None) -> str:
     colab = publish.colab_url(config or publish.load_config(), NOTEBOOK)
+    seconds = run_seconds()
     return f"""# Speculative decoding: the assignment
 
 [Open the notebook in Colab]({colab}) (Runtime > Change runtime type > T4 GPU), fill in
@@ -112,8 +125,8 @@ The whole notebook on a 2-core CPU with nothing else running:
 
 | notebook | first run on a machine | later runs |
 |---|---|---|
-| as handed out (every test fails at once) | {RUN_SECONDS["blank"][0]} s | {RUN_SECONDS["blank"][1]} s |
-| finished | {RUN_SECONDS["finished"][0]} s | {RUN_SECONDS["finished"][1]} s |
+| as handed out (every test fails at once) | {seconds["blank"][0]} s | {seconds["blank"][1]} s |
+| finished | {seconds["finished"][0]} s | {seconds["finished"][1]} s |
 
 A first run builds the kit's offline models into `~/.cache/specdec-kit`, once per machine: the smallest
 pair in the first test cell (seconds), the benchmark's pair in "Try it" (about half a minute); each says

@@ -1,7 +1,9 @@
-"""specdec-kit: the support package of the speculative decoding assignment.
+"""specdec-kit: the student package of the speculative decoding assignment.
 
-Everything here is public: model loading, the offline model zoo, prompts, the result type, cache
-helpers and the notebook seam. The reference solution and the hidden checks are not in this package.
+Everything here is public, and students read all of it: model loading, the offline model zoo, prompts, the
+result type, cache helpers, the forward counters, the visible checks (their expected answers as data), the
+benchmark and its plots, and the notebook seam. It implements nothing students write; the solution, the
+hidden checks and the grader are the instructor package's (`specdec_course`), which students never receive.
 """
 
 from .cache import common_prefix_length, crop_to

@@ -13,6 +13,7 @@ import importlib
 import io
 import json
 import logging
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -75,33 +76,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
     import torch
 
-    from . import zoo
+    from . import figures, zoo
     from .demo import run_demo
 
     check_k([args.k])
     run = load_run(args, ("SpeculativeDecoder", "CachedSpeculativeDecoder"))
     decoder = run.classes["CachedSpeculativeDecoder"](run.target, run.draft, device=str(run.device), dtype=run.dtype)
     dtype_name = str(decoder.target_model.dtype).removeprefix("torch.")
-    print(f"pair: {run.pair or 'custom'} (target {run.target}, draft {run.draft})")
-    print(f"device {run.device}, dtype {dtype_name}, threads {torch.get_num_threads()}, k {args.k}, "
-          f"notebook {args.notebook or DEFAULT_NOTEBOOK}")
+    lines = [f"pair: {run.pair or 'custom'} (target {run.target}, draft {run.draft})",
+             f"device {run.device}, dtype {dtype_name}, threads {torch.get_num_threads()}, k {args.k}, "
+             f"notebook {args.notebook or DEFAULT_NOTEBOOK}"]
     if run.pair in zoo.PAIRS and zoo.pair_info(run.pair)["agreement"] is not None:
-        print(f"zoo build: the draft's argmax equals the target's on {zoo.pair_info(run.pair)['agreement']:.0%} "
-              "of the positions of the kit's prompts")
+        lines.append(f"zoo build: the draft's argmax equals the target's on "
+                     f"{zoo.pair_info(run.pair)['agreement']:.0%} of the positions of the kit's prompts")
+    print("\n".join(lines))
     table = run_demo(decoder, run.prompts, args.k)
-    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     identical = (table["identical"] == "yes").sum()
-    print(f"identical to target greedy: {identical}/{len(table)} prompts; median speedup "
-          f"{table['speedup'].median():.2f}x, acceptance rate {table['acceptance'].mean():.0%}")
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        lines += [table.to_string(index=False, float_format=lambda x: f"{x:.2f}"),
+                  f"identical to target greedy: {identical}/{len(table)} prompts; median speedup "
+                  f"{table['speedup'].median():.2f}x, acceptance rate {table['acceptance'].mean():.0%}"]
+    print("\n".join(lines[-2:]))
     if args.sweep:
-        _demo_sweep(args, run)
+        lines.append(_demo_sweep(args, run))
+        print(lines[-1])
+    page = figures.write_page(Path(args.out) / "demo.md", f"Demo: {run.pair or 'custom'} on {run.device}",
+                              args.command_line, "\n".join(lines), image="bench.png" if args.sweep else None)
+    print(f"wrote {page}")
     # In fp32 anything but identical output is a bug; in fp16/bf16 a near-tie can flip (the note says where).
     return 0 if identical == len(table) or decoder.target_model.dtype != torch.float32 else 1
 
 
-def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
-    """A small k sweep on the first prompts, every method, one repeat: the plot for this machine."""
+def _demo_sweep(args: argparse.Namespace, run: Run) -> str:
+    """A small k sweep on the first prompts, every method, one repeat: the plot for this machine; a line on it."""
     from . import bench
 
     k_values = [int(k) for k in args.sweep.split(",")]
@@ -110,14 +117,14 @@ def _demo_sweep(args: argparse.Namespace, run: Run) -> None:
     document = bench.compare(run.classes, run.target, run.draft, prompts, k_values, pair=run.pair, repeats=1,
                              device=str(run.device), dtype=run.dtype)
     paths = bench.write_outputs(document, Path(args.out))
-    print(f"k sweep ({', '.join(map(str, k_values))}) on {len(prompts)} prompts: plot in {paths['png']}; "
-          "specdec-kit bench gives the full comparison")
+    return (f"k sweep ({', '.join(map(str, k_values))}) on {len(prompts)} prompts: plot in {paths['png']}; "
+            "specdec-kit bench gives the full comparison")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from . import bench
+    from . import bench, figures
 
     k_values = [int(k) for k in args.k.split(",")]
     check_k(k_values)
@@ -140,16 +147,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     columns = ["method", "k", "temperature", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
                "predicted_speedup", "forward_bound_speedup", "target_forwards_per_token", "efficiency", "identical_all"]
     summary = pd.DataFrame(document["summary"])[columns]
-    print(f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
-          f"{document['threads']} threads, {len(run.prompts)} prompts x {args.repeats} repeats; "
-          f"c = draft_1/target_1 = {micro['draft_1'] / micro['target_1']:.3f}; target_verify/target_1 by k: "
-          + ", ".join(f"{k}: {v / micro['target_1']:.2f}" for k, v in micro["target_verify"].items()))
-    with pd.option_context("display.width", 200):
-        print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
+    lines = [f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
+             f"{document['threads']} threads, {len(run.prompts)} prompts x {args.repeats} repeats; "
+             f"c = draft_1/target_1 = {micro['draft_1'] / micro['target_1']:.3f}; target_verify/target_1 by k: "
+             + ", ".join(f"{k}: {v / micro['target_1']:.2f}" for k, v in micro["target_verify"].items())]
+    with pd.option_context("display.width", 250):
+        lines.append(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
         if any(m in bench.LOOKUP_METHODS for m in methods):  # where lookup wins depends on what the text repeats
             by_category = pd.DataFrame(document["by_category"]).pivot_table(
                 index=["category", "k"], columns="method", values=["speedup", "target_forwards_per_token"])
-            print("by prompt category:\n" + by_category.to_string(float_format=lambda x: f"{x:.2f}"))
+            lines.append("by prompt category:\n" + by_category.to_string(float_format=lambda x: f"{x:.2f}"))
+    print("\n".join(lines))
+    paths["md"] = figures.write_page(Path(args.out) / "bench.md", f"Benchmark: {document['pair'] or 'custom'} on "
+                                     f"{document['device']}", args.command_line, "\n".join(lines),
+                                     image=paths["png"].name)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     print(json.dumps({"summary": document["summary"], "micro": micro}))
     return 0 if summary.identical_all.dropna().all() or document["dtype"] != "float32" else 1
@@ -257,8 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_command(args: argparse.Namespace, program: str) -> int:
-    """Run the parsed command; bad input or a failed tool ends in one clear line and exit status 2."""
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, program: str) -> int:
+    """Parse `argv` (default: the process's) and run the command, which finds its own command line in
+    `args.command_line`; bad input or a failed tool ends in one clear line and exit status 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    args.command_line = shlex.join([program, *argv])
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from transformers.utils import logging as hf_logging
 
@@ -272,7 +287,7 @@ def run_command(args: argparse.Namespace, program: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser().parse_args(argv), "specdec-kit")
+    return run_command(build_parser(), argv, "specdec-kit")
 
 
 if __name__ == "__main__":

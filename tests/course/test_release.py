@@ -160,3 +160,23 @@ def test_deadline_is_read_with_its_timezone(tmp_path):
     write_config(tmp_path, due='"2026-12-05T23:59:00"')
     with pytest.raises(ValueError, match=r"\[deadline\] due must be .* timezone"):
         publish.load_config(tmp_path / "autograder")
+
+
+def test_student_readme_states_the_recorded_run_times(tmp_path):
+    seconds = release.run_seconds()
+    readme = release.student_readme()
+    assert f"| finished | {seconds['finished'][0]} s | {seconds['finished'][1]} s |" in readme, readme
+    with pytest.raises(ValueError, match="time-notebook"):
+        release.run_seconds(tmp_path / "none.json")
+
+
+def test_time_notebook_records_one_total_at_a_time(tmp_path):
+    from specdec_course.commands.time_notebook import record_time
+
+    path = tmp_path / "times.json"
+    for which in ("blank", "finished"):
+        for cache, seconds in (("fresh", 20.4), ("warm", 9.6)):
+            record_time(path, which, cache, seconds, f"specdec-course time-notebook ({which}, {cache})")
+    assert release.run_seconds(path) == {"blank": (20, 10), "finished": (20, 10)}
+    record_time(path, "blank", "warm", 7.2, "again")
+    assert release.run_seconds(path)["blank"] == (20, 7), "a new measurement replaces its own total only"

@@ -37,6 +37,16 @@ def test_json_follows_schema_and_files_exist(tiny_run):
     )
 
 
+def test_bench_writes_its_figures_page_with_the_command_that_made_them(tiny_run):
+    """bench.md: the figures once, with the command line, the machine and the table as printed."""
+    out, document = tiny_run
+    page = (out / "bench.md").read_text()
+    assert "specdec-kit bench --pair tiny --k 1,3 --repeats 2" in page, page[:600]
+    assert "Measured on " in page and "torch " in page and "![" in page and "(bench.png)" in page, page[:600]
+    cached = next(e for e in document["summary"] if e["method"] == "cached" and e["k"] == 3)
+    assert f"{cached['tokens_per_s']:.3f}" in page, "the page holds the printed table's figures"
+
+
 def test_rows_cover_every_method_k_prompt_and_repeat(tiny_run):
     _, document = tiny_run
     keys = {(r["method"], r["k"], r["prompt_id"], r["repeat"]) for r in document["rows"]}

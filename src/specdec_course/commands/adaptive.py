@@ -21,7 +21,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdec_kit import bench
+    from specdec_kit import bench, figures
 
     from .. import adaptive_bench, hf_methods
 
@@ -41,9 +41,12 @@ def run(args: argparse.Namespace) -> int:
                                  adaptive_k=[adaptive_bench.FIRST_K])
         bench.write_outputs(document, Path(args.out) / pair)
         verdicts.append(adaptive_bench.judge(document))
-    print(adaptive_bench.verdict_table(verdicts))
-    print(f"wrote {adaptive_bench.write(verdicts, Path(args.out))} and each pair's bench files under {args.out}")
     met = adaptive_bench.bar_met(verdicts)
-    print(f"bar ({adaptive_bench.TOLERANCE:.0%} of the best fixed k and at least HF's schedule, on two pairs whose "
-          f"best fixed k differ): {'met' if met else 'not met'}")
+    text = (adaptive_bench.verdict_table(verdicts) + f"\nbar ({adaptive_bench.TOLERANCE:.0%} of the best fixed k "
+            f"and at least HF's schedule, on two pairs whose best fixed k differ): {'met' if met else 'not met'}")
+    print(text)
+    page = figures.write_page(Path(args.out) / "adaptive.md", "Adaptive k against every fixed k and HF's schedule",
+                              args.command_line, text, image=f"{pair}/bench.png")
+    print(f"wrote {adaptive_bench.write(verdicts, Path(args.out))}, {page} and each pair's bench files under "
+          f"{args.out}")
     return 0 if met else 1

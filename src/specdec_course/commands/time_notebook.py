@@ -8,6 +8,7 @@ from pathlib import Path
 
 from specdec_kit.cli import add_command
 
+from ..release import NOTEBOOK_TIMES
 from . import options
 
 
@@ -17,6 +18,8 @@ def register(commands) -> None:
                          [options.solution, options.release])
     parser.add_argument("--finished", action="store_true", help="the solution as handed in, not the blank release")
     parser.add_argument("--fresh-cache", action="store_true", help="build the offline models anew, as a first run")
+    parser.add_argument("--record", help="also record the total in this JSON file (the student README's figures: "
+                                         f"{NOTEBOOK_TIMES})")
     parser.set_defaults(func=run)
 
 
@@ -32,7 +35,25 @@ def run(args: argparse.Namespace) -> int:
         rows = time_cells(notebook, Path(workdir), fresh_cache=args.fresh_cache,
                           progress=lambda row: print(f"{row.seconds:7.1f} s  {row.cell}  {row.error}", flush=True))
     failed = sum(bool(row.error) for row in rows)
-    print(f"{'finished' if args.finished else 'blank'} notebook, {'fresh' if args.fresh_cache else 'warm'} zoo "
-          f"cache, {os.cpu_count()} cores: {sum(r.seconds for r in rows):.0f} s in {len(rows)} code "
+    which, cache, seconds = "finished" if args.finished else "blank", "fresh" if args.fresh_cache else "warm", \
+        sum(r.seconds for r in rows)
+    print(f"{which} notebook, {cache} zoo cache, {os.cpu_count()} cores: {seconds:.0f} s in {len(rows)} code "
           f"cells, {failed} ended in an error")
+    if args.record:
+        record_time(Path(args.record), which, cache, seconds, args.command_line)
+        print(f"recorded in {args.record}")
     return 0
+
+
+def record_time(path: Path, which: str, cache: str, seconds: float, command: str) -> None:
+    """Set one of the four totals (blank or finished, fresh or warm cache) in `path`, with how it was measured."""
+    import datetime
+    import json
+
+    from specdec_kit.figures import machine
+
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data.setdefault(which, {})[cache] = {"seconds": round(seconds), "measured": datetime.date.today().isoformat(),
+                                         "machine": machine(), "command": command}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
