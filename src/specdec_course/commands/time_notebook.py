@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from specdec_kit.cli import add_command
+
 from . import options
 
 
