@@ -147,6 +147,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     columns = ["method", "k", "temperature", "tokens_per_s", "speedup", "acceptance_rate", "alpha", "tokens_per_round",
                "predicted_speedup", "forward_bound_speedup", "target_forwards_per_token", "efficiency", "identical_all"]
     summary = pd.DataFrame(document["summary"])[columns]
+    # k is whole and absent for the baselines, temperature absent for greedy rows: "-" where absent, not NaN or None
+    summary = summary.assign(k=summary.k.map(lambda k: "-" if pd.isna(k) else int(k)),
+                             temperature=summary.temperature.astype("float64"))
     lines = [f"{document['pair'] or 'custom'} on {document['device']}, {document['dtype']}, "
              f"{document['threads']} threads, {len(run.prompts)} prompts x {args.repeats} repeats; "
              f"c = draft_1/target_1 = {micro['draft_1'] / micro['target_1']:.3f}; target_verify/target_1 by k: "
