@@ -20,10 +20,10 @@ class HFKMismatchError(RuntimeError):
 
 def generate_in_rounds(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
     """The target's own `generate` with these arguments, its rounds read off its forward calls."""
+    ids = bench.encode(setup, prompt)
     with ForwardRecorder(setup.target) as calls:
-        decoded = bench.generate_tokens(setup, prompt, max_new_tokens, **generate_kwargs)
-    prompt_len = bench.encode(setup, prompt).shape[1]
-    return Decoded(decoded.token_ids, *rounds_from_target_calls(list(calls), prompt_len, len(decoded.token_ids)))
+        decoded = bench.generate_tokens(setup, ids, max_new_tokens, **generate_kwargs)
+    return Decoded(decoded.token_ids, *rounds_from_target_calls(list(calls), ids.shape[1], len(decoded.token_ids)))
 
 
 def rounds_from_target_calls(calls, prompt_len: int, new_tokens: int) -> tuple[list[int], list[int]]:

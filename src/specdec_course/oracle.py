@@ -4,7 +4,7 @@ rounds, and the adaptive-k schedule, computed by the instructor package and neve
     rounds = predict_rounds(last_token, k=4, max_tokens=24)  # DecodeResult of correct decoding on `scripted`
     ORACLE.lookup(ids, k)                                    # what checks.answers asks, answered live
 
-The hidden checks pass `ORACLE` as the checks' `answers`; `record_visible_answers` (answers.py) runs the visible
+The hidden checks pass `ORACLE` as the checks' `answers`; `answers.render_answers` runs the visible
 checks with it to write the answers the student package reads as data.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from specdec_kit import zoo
 from specdec_kit.baseline import first_difference
+from specdec_kit.bench import LOOKUP_NGRAM
 from specdec_kit.checks.answers import AdaptiveRounds, LookupAnswer
 from specdec_kit.result import DecodeResult
 from specdec_kit.timing import ForwardCosts
@@ -175,7 +176,6 @@ def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, costs: For
                           tuple(counts))
 
 
-MAX_NGRAM_SIZE = 3  # PromptLookupDecoder's default, which the probes construct it with
 
 
 class Oracle:
@@ -189,11 +189,11 @@ class Oracle:
 
     def lookup(self, ids: list[int], k: int) -> LookupAnswer:
         orders = (True, False)  # the latest earlier occurrence, then the earliest (HF's)
-        return LookupAnswer(tuple(tuple(lookup_drafts(ids, k, MAX_NGRAM_SIZE, latest)) for latest in orders),
-                            tuple(lookup_match(ids, MAX_NGRAM_SIZE, latest) for latest in orders))
+        return LookupAnswer(tuple(tuple(lookup_drafts(ids, k, LOOKUP_NGRAM, latest)) for latest in orders),
+                            tuple(lookup_match(ids, LOOKUP_NGRAM, latest) for latest in orders))
 
     def lookup_rounds(self, ids: list[int], expected: list[int], k: int) -> int:
-        return lookup_rounds(ids, expected, k, MAX_NGRAM_SIZE)
+        return lookup_rounds(ids, expected, k, LOOKUP_NGRAM)
 
     def adaptive_rounds(self, start: int, k: int, max_tokens: int, costs: ForwardCosts, max_k: int) -> AdaptiveRounds:
         return predict_adaptive_rounds(start, k, max_tokens, costs, max_k)

@@ -141,12 +141,11 @@ def sampling_kwargs(temperature: float) -> dict:
 
 def run_target_sampling(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
                         temperature: float | None = None) -> Decoded:
-    return generate_tokens(setup, prompt, max_new_tokens, **sampling_kwargs(temperature))
+    return generate_tokens(setup, encode(setup, prompt), max_new_tokens, **sampling_kwargs(temperature))
 
 
-def generate_tokens(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
-    """The new tokens of the target's own `generate` with these arguments."""
-    ids = encode(setup, prompt)
+def generate_tokens(setup: Setup, ids: torch.Tensor, max_new_tokens: int, **generate_kwargs) -> Decoded:
+    """The new tokens of the target's own `generate` after `ids` (the encoded prompt) with these arguments."""
     out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                 **generate_kwargs)
     return Decoded(out[0, ids.shape[1]:].tolist())
@@ -188,7 +187,7 @@ HF_KWARGS = {"hf_assisted": assisted_kwargs, "hf_assisted_sampling": assisted_kw
 
 def run_hf(method: str) -> Callable:
     def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
-        return generate_tokens(setup, prompt, max_new_tokens, **HF_KWARGS[method](setup, k, temperature))
+        return generate_tokens(setup, encode(setup, prompt), max_new_tokens, **HF_KWARGS[method](setup, k, temperature))
     return run
 
 
