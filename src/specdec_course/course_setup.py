@@ -14,7 +14,7 @@ import nbformat
 from specdec_kit import zoo
 from specdec_kit.adapters import is_graded_cell
 
-from . import feedback, publish, verdict
+from . import feedback, publish, sandbox, verdict
 from .nbgrader_setup import (
     ASSIGNMENT,
     NOTEBOOK,
@@ -45,6 +45,7 @@ class BatchSetup:
     notebook_seconds: int
     cell_seconds: int
     jobs: int = 1
+    isolation: str = "none"  # one of sandbox.ISOLATIONS: how every submission's code runs
     cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
     @property
@@ -59,11 +60,17 @@ class BatchSetup:
 
 
 def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 1,
-                notebook_seconds: int | None = None) -> BatchSetup:
+                notebook_seconds: int | None = None, sandboxed: bool = True) -> BatchSetup:
     """Check the options, set up the course and the zoo, and return the batch's setup.
 
-    The limits are those of autograder/config.toml; `notebook_seconds` (`--timeout`) overrides its own.
+    The limits are those of autograder/config.toml; `notebook_seconds` (`--timeout`) overrides its own. With
+    `sandboxed`, every submission runs in the strongest sandbox the machine gives (`sandbox.detect`), and a
+    machine that gives none is refused; without (`--no-sandbox`), as the grader's own user.
     """
+    isolation = sandbox.detect() if sandboxed else "none"
+    if sandboxed and isolation == "none":
+        raise sandbox.SandboxError(f"no sandbox for the students' code: {sandbox.why_not()}; or pass --no-sandbox "
+                                   "to grade without one (every row then says so)")
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
     if not (autograder_dir / "hidden.py").is_file():
@@ -79,7 +86,9 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     points = {name: p for name, p in course_points(course).items() if name in plan.tests}
     extra_credit = {name: p for name, p in course_extra_credit(course).items() if name in plan.tests}
     release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs)
+    if isolation == "user":  # no namespaces: the sandboxes' users see the machine's files as any other user does
+        sandbox.hide([autograder_dir, solution.parent, course.parent])
+    return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs, isolation)
 
 
 def _limits(autograder_dir: Path) -> dict:
@@ -111,9 +120,12 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
 
 
 def prepare_zoo() -> None:
-    """Build the zoo pairs the checks load before any job starts, so parallel jobs never wait on it."""
+    """Build the zoo pairs the checks load before any job starts, so parallel jobs never wait on it, readable by
+    the sandboxes' users (a pair's folders are built private; its weights are public, made from seeds)."""
     for pair in GRADING_PAIRS:
-        zoo.materialize(pair)
+        target, _ = zoo.materialize(pair)
+        for path in [target.parent, *target.parent.rglob("*")]:
+            path.chmod(path.stat().st_mode | (0o755 if path.is_dir() else 0o644))
 
 
 def course_points(course: Path) -> dict[str, float]:

@@ -46,7 +46,7 @@ def grade_all(course: Path, submissions: list[Submission], setup: BatchSetup, fe
     """
     import torch
 
-    os.environ[settings.THREADS] = str(setup.threads)  # the forkserver (started later) and its children
+    os.environ[settings.THREADS] = str(setup.threads)  # the verdicts' hosts (started later) and their children
     torch.set_num_threads(setup.threads)  # this process's reference answers
     before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
     results: list[Graded | Grade | None] = [(kept or {}).get(s.student) for s in submissions]
@@ -116,7 +116,7 @@ def grade(course: Path, submission: Submission, setup: BatchSetup, before: dict 
     kernel = threading.Thread(target=run.run, name=f"nbgrader {student}")
     kernel.start()
     judged = verdict.judge(notebook, setup.plan, setup.threads, setup.timing_threads,
-                           log_dir / f"{student}.verdict.log", before_timing=kernel.join)
+                           log_dir / f"{student}.verdict.log", before_timing=kernel.join, isolation=setup.isolation)
     kernel.join()
     return conclude(course, student, notebook, notes, judged, run, setup, before or {},
                     time.perf_counter() - started)

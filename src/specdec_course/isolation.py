@@ -1,101 +1,195 @@
-"""A student's code in a child process: probes run there, the judging stays in the grading process.
+"""A submission's code in children of a host in its sandbox: probes run there, the judging stays in the grading
+process.
 
-    child = Child(cells, threads=1, memory_mb=4096, log=Path("alice.log"))
+    host = Host(Sandbox("alice-verdict", "bwrap", Limits(4096, extra_memory_mb=2048)), log=Path("alice.log"))
+    child = Child(host, cells, threads=1, memory_mb=4096)
     runner = ChildRunner(child, "SpeculativeDecoder", seconds=60)
     checks.check_exact(runner)      # the probe runs in the child; the reference and verdict stay here
     child.close()
+    host.close()                    # the sandbox closes: every process of it is gone
 
-The child is forked from a server process that has imported torch, transformers and the kit but has
-never run a student's code (multiprocessing's forkserver), so it starts in well under a second. It
-puts itself in its own process group, limits its memory (RLIMIT_DATA), leaves the instructors'
-folders off its import path and works in an empty directory, then runs the submission's definitions
-(`adapters.code_to_run(..., definitions_only=True)`: imports, `def`, `class`, constants) and answers
-probe requests. Everything it sends is JSON read by `recv_bytes` with a size limit: nothing it sends
-is unpickled or executed here. Forward calls are sent as they happen, so a method cannot take back a
-forward the kit has seen. A request that does not finish within its time limit, or a child that dies,
-costs that request: the child's process group is killed and the next request starts a new child.
+The host (`sandbox_host.py`) has imported torch, transformers and the student package and never runs a
+submission's code; each child is forked from it with a channel of its own, so it starts in well under a second.
+The child limits its memory (RLIMIT_DATA), runs the submission's definitions (`adapters.code_to_run(...,
+definitions_only=True)`: imports, `def`, `class`, constants) and answers probe requests. Everything it sends is JSON
+read by `recv_bytes` with a size limit: nothing it sends is unpickled or executed here. Forward calls are sent as
+they happen. A request that does not finish within its time limit, or a child that dies, costs that request: the
+child's process group is killed and the next request starts a new child.
 
-What this isolation does not give: the child runs as the same user on the same machine, so a method
-can read files, use the network where there is one, start processes, and, in its own process, replace
-the probe code or forge the events it sends (the static scan in `scan.py` flags such code for a
-person to read). It is a process boundary around the verdict, not a sandbox around the student's
-code; a container per submission is that.
+The sandbox (`sandbox.py`) is the boundary: the child's code can change anything in its own processes (the probes,
+the events it sends), so what it sends is the student's claim, which the checks judge. The kit's own side of the
+speed test (`KIT`) is a host with no sandbox and no submission.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
-import shutil
 import signal
+import socket
+import subprocess
 import sys
-import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from specdec_kit import checks, settings
-from specdec_kit.probes import ProbeError, assemble, run_probe, set_threads
+from specdec_kit.probes import ProbeError, assemble
 
-from .baseline_probe import run_baseline
+from .sandbox import Sandbox
 
-# The seam (nbformat and jsonschema, 1.3 s of imports) too: every child runs its run_definitions.
-PRELOAD = ["torch", "transformers", "specdec_kit.probes", "specdec_kit.checks", "specdec_kit.adapters"]
-MAX_MESSAGE = 16 << 20  # bytes: a larger message from the child is refused, not read
+HOST_SCRIPT = Path(__file__).with_name("sandbox_host.py")
+MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
+MAX_LOG = 16 << 20  # bytes of a host's output kept in its log
+HOST_SECONDS = 180  # a host's imports (torch, transformers), on a loaded machine
 LOAD_SECONDS = 120  # running a submission's definitions (imports included)
-INSTRUCTOR_FOLDERS = ("autograder", "solutions")
 
 
 class ChildFailed(ProbeError):
     """The child did not answer: it ran past its time limit, or died. Names the student's call it was in."""
 
 
-_context = None
+class Host:
+    """The process children are forked from: in `box` (a submission's sandbox), or with none (the kit's side)."""
+
+    def __init__(self, box: Sandbox | None, log: Path | None = None, threads: int = 1):
+        self.box, self.log, self.threads = box, log, threads
+        self._process = self._control = self._replies = None
+        self._exits: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def fork(self, start: dict) -> tuple[Connection, int]:
+        """A new child (`start`: its cells, threads and memory limit): its channel and its pid in the host."""
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._start()
+            ours, theirs = socket.socketpair()
+            try:
+                socket.send_fds(self._control, [json.dumps(start).encode()], [theirs.fileno()])
+                pid = self._reply(HOST_SECONDS)["pid"]
+            except (OSError, ValueError, KeyError, TypeError):
+                self._stop()
+                raise ChildFailed("the grading child", kind="ChildDied",
+                                  message="its host stopped before the child started") from None
+            finally:
+                theirs.close()
+            return Connection(ours.detach()), pid
+
+    def exit_status(self, pid: int, wait: float = 2.0) -> int | None:
+        """What the host says child `pid` exited with (its word: for the message only), if it says so in `wait` s."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while pid not in self._exits and self._control is not None and time.monotonic() < deadline:
+                with contextlib.suppress(OSError, ValueError):
+                    self._reply(deadline - time.monotonic())
+            return self._exits.pop(pid, None)
+
+    def kill(self, pid: int) -> None:
+        """Kill child `pid` (as the host numbers it) and its process group."""
+        outer = self.box.outer_pid(pid) if self.box is not None else pid
+        if outer is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(outer, signal.SIGKILL)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> None:
+        control, theirs = socket.socketpair()
+        env = {**os.environ, settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               settings.THREADS: str(self.threads)}
+        argv = [sys.executable, "-I", str(HOST_SCRIPT), str(theirs.fileno())]
+        options = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       pass_fds=(theirs.fileno(),))
+        if self.box is not None:
+            env = self.box.environment({k: v for k, v in env.items() if k in ("PATH", "LANG", settings.GRADING,
+                                                                               settings.THREADS)})
+            self._process = self.box.popen(argv, env=env, **options)
+        else:
+            self._process = subprocess.Popen(argv, env=env, start_new_session=True, **options)
+        theirs.close()
+        self._control, self._replies = control, control.makefile("rb")
+        threading.Thread(target=_keep_log, args=(self._process.stdout, self.log), daemon=True).start()
+        try:
+            self._reply(HOST_SECONDS, expect=b"ready")
+        except (OSError, ValueError) as e:
+            self._stop()
+            raise ChildFailed("the grading child", kind="ChildDied",
+                              message=f"its host did not start ({e}); see the verdict's log") from None
+
+    def _reply(self, seconds: float, expect: bytes | None = None) -> dict:
+        """The host's next line that is not an exit notice (those are kept for `exit_status`)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self._control.settimeout(max(deadline - time.monotonic(), 0.01))
+            line = self._replies.readline(1 << 16)
+            if not line:
+                raise OSError("the host closed its control socket")
+            if expect is not None:
+                if line.strip() != expect:
+                    raise ValueError(f"the host said {line[:80]!r}")
+                return {}
+            reply = json.loads(line)
+            if isinstance(reply, dict) and "exited" in reply:
+                self._exits[int(reply["exited"])] = int(reply["status"])
+                continue
+            return reply
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._replies.close()
+            self._control.close()
+        if self.box is not None:
+            self.box.kill_all()
+        elif self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+        if self._process is not None:
+            self._process.wait()
+        self._process = self._control = self._replies = None
 
 
-def context():
-    """The forkserver context, started once per grading process with the heavy imports preloaded."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
-    return _context
+def _keep_log(stream, log: Path | None) -> None:
+    """Copy a host's output (its children's too) to `log`, up to MAX_LOG bytes; the rest is read and dropped."""
+    kept = 0
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(log, "ab")) if log else None
+        while chunk := stream.read1(1 << 16):
+            if out is not None and kept < MAX_LOG:
+                out.write(chunk[:MAX_LOG - kept])
+                out.flush()
+                kept += len(chunk)
 
 
 class Child:
-    """One child process running a submission's definitions; restarted after a timeout or a death."""
+    """One child of `host` running a submission's definitions; restarted after a timeout or a death."""
 
-    def __init__(self, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0, log: Path | None = None):
-        self.cells, self.threads, self.memory_mb, self.log = cells, threads, memory_mb, log
+    def __init__(self, host: Host, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0):
+        self.host, self.cells, self.threads, self.memory_mb = host, cells, threads, memory_mb
         self.load_problems: list[str] = []
         self.classes: list[str] = []
-        self._process = self._conn = self._workdir = None
+        self._conn = self._pid = None
 
     def request(self, request: dict, seconds: float, limit: str = "") -> list[dict]:
         """Send `request` and return its events (through `done`), or raise ChildFailed after `seconds`
         (`limit` says how the time limit reads in the message)."""
-        if self._process is None:
+        if self._conn is None:
             self._start()
         self._send(request)
         return self._events(time.monotonic() + seconds, limit or f"{seconds:.0f} s")
 
     def _start(self) -> None:
-        ctx = context()
-        self._conn, child_end = ctx.Pipe(duplex=True)
-        log = str(self.log) if self.log else os.devnull
-        self._workdir = tempfile.mkdtemp(prefix="specdec-child-")  # made and removed here: the child is killed
-        self._process = ctx.Process(target=_child_main, args=(child_end, self.cells, self.threads, self.memory_mb,
-                                                                log, self._workdir), daemon=True)
-        self._process.start()
-        child_end.close()
+        self._conn, self._pid = self.host.fork({"cells": self.cells, "threads": self.threads,
+                                                "memory_mb": self.memory_mb})
         [loaded] = [e for e in self._events(time.monotonic() + LOAD_SECONDS, f"{LOAD_SECONDS} s") if
                     e["event"] == "loaded"] or [None]
         if loaded is None:
             raise ChildFailed("loading the notebook's code", kind="ChildFailed",
                               message="the child sent no word after loading the notebook's code")
-        self.load_problems, self.classes = loaded["problems"], loaded["classes"]
+        self.load_problems, self.classes = _strings(loaded.get("problems")), _strings(loaded.get("classes"))
 
     def _send(self, message: dict) -> None:
         try:
@@ -116,8 +210,8 @@ class Child:
                     raise ChildFailed(_named(call), kind="Timeout", message=f"did not return within {limit}")
                 event = json.loads(self._conn.recv_bytes(MAX_MESSAGE))
             except (EOFError, OSError, ValueError) as e:
-                self._process.join(2)  # reaped, so that its exit status is known
-                code = self._process.exitcode
+                died = isinstance(e, (EOFError, ConnectionResetError))
+                code = self.host.exit_status(self._pid) if died else None
                 self.close()
                 raise ChildFailed(_named(call), kind="ProcessDied", message=_death(e, code)) from None
             if not isinstance(event, dict) or "event" not in event:
@@ -129,31 +223,36 @@ class Child:
                 return events
 
     def close(self) -> None:
-        """Kill the child's whole process group (its own children too) and forget it."""
-        if self._process is not None and self._process.pid is not None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._process.join(5)
+        """Kill the child's process group (its own children too) and forget it."""
+        if self._pid is not None:
+            self.host.kill(self._pid)
         if self._conn is not None:
             self._conn.close()
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-        self._process = self._conn = self._workdir = None
+        self._conn = self._pid = None
+
+
+KIT = Host(None)  # the kit's side of the speed test: no submission, no sandbox; shared by a batch's jobs
+
+
+def _strings(value) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
 
 
 def _named(call: dict | None) -> str:
     if call is None:
         return "the notebook's code"
-    return f"{call['method']}({call['args']})" if call.get("args") else call["method"]
+    method, args = str(call.get("method", "a method")), call.get("args")
+    return f"{method}({args})" if args else method
 
 
 def _death(error: BaseException, code: int | None) -> str:
     if isinstance(error, OSError) and "too long" in str(error).lower():
         return f"it sent more than {MAX_MESSAGE >> 20} MB at once"
     if code is not None and code < 0:
-        name = signal.Signals(-code).name
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
         return {"SIGSEGV": "the process crashed (segmentation fault)",
                 "SIGKILL": "the process was killed (often: out of memory)"}.get(name, f"the process died ({name})")
     return f"the process exited (status {code})" if code is not None else "the process stopped answering"
@@ -219,56 +318,3 @@ class ChildRunner:
             self.deadline += waited
             left = max(self.deadline - time.monotonic(), 0.0)
             return assemble(self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s"))
-
-
-# ---------------------------------------------------------------------------------------------
-# The child's side
-
-
-def _child_main(conn, cells: list[tuple[str, str]], threads: int, memory_mb: int, log: str, workdir: str) -> None:
-    send, dumps = conn.send_bytes, json.dumps  # bound before any student code runs
-
-    def emit(event: dict) -> None:
-        send(dumps(event, default=str).encode())
-
-    _isolate(memory_mb, log, workdir)
-    set_threads(threads)
-    from specdec_kit.adapters import run_definitions
-
-    module, problems = run_definitions(cells)
-    classes = [name for name, value in vars(module).items() if isinstance(value, type)]
-    emit({"event": "loaded", "problems": problems, "classes": classes})
-    while True:
-        try:
-            request = json.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            return
-        if request["kind"] == "baseline":
-            run_baseline(request, emit)
-            continue
-        decoder_class = vars(module).get(request.get("class", ""))
-        if not isinstance(decoder_class, type):
-            emit({"event": "error", "method": request.get("class", ""), "kind": "NameError",
-                  "message": f"the notebook defines no class {request.get('class')}"})
-            emit({"event": "done"})
-            continue
-        run_probe(request, decoder_class, emit, capture=True)
-
-
-def _isolate(memory_mb: int, log: str, workdir: str) -> None:
-    """Own process group, a memory limit, output to the log, no instructor folders in reach of imports."""
-    import resource
-
-    os.setpgid(0, 0)
-    if memory_mb:
-        limit = memory_mb << 20
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.chdir(workdir)
-    sys.path[:] = [p for p in sys.path if p and not any((Path(p) / f).exists() for f in INSTRUCTOR_FOLDERS)]
-    os.environ.update({settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # tqdm's bars would take a multiprocessing lock that a killed child leaks

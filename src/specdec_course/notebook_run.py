@@ -2,8 +2,9 @@
 cells), then nbgrader autograde running it whole in a kernel, for the feedback page, the hand-graded report and
 formgrader. The course's source is the student release, so the kernel runs the visible tests only; it has
 neither `autograder/` nor `solutions/` on its import path or under its working directory; demo cells are skipped;
-the notebook and each cell have time limits and a dying kernel is reported in its cell (`nbgrader_setup.py`); its
-memory is limited (RLIMIT_DATA).
+the notebook and each cell have time limits and a dying kernel is reported in its cell (`nbgrader_setup.py`). The
+kernel alone runs in a sandbox of its own (`kernel_box.py`), with the submission's files as its scratch folder and
+the batch's isolation; nbgrader, its gradebook and the course stay outside.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import ast
 import copy
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -26,11 +26,13 @@ from specdec_kit.adapters import parse_python
 
 from .course_setup import BatchSetup
 from .gradebook import DB_RETRIES
+from .kernel_box import SANDBOX_ENV
 from .nbgrader_setup import (
     ASSIGNMENT,
     nbgrader_env,
 )
 from .preprocessors import read_run_record
+from .sandbox import Limits, Sandbox
 
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
 
@@ -136,19 +138,24 @@ class NotebookRun:
     def run(self) -> None:
         record_path = self.log_dir / f"{self.student}.run.json"
         record_path.unlink(missing_ok=True)
-        env = kernel_env(self.setup.threads, record_path)
         args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
         limit = self.setup.notebook_seconds + NBGRADER_MARGIN
-        for _ in range(DB_RETRIES):
-            try:
-                done = _run_nbgrader(self.course, args, env, limit, self.setup.plan.memory_mb)
-            except subprocess.TimeoutExpired:
-                self.killed = True
-                break
-            if "database is locked" not in done.stdout + done.stderr:  # parallel jobs share one gradebook
-                break
-        else:
-            done = None
+        box = Sandbox(f"{self.student}-kernel", self.setup.isolation, Limits(self.setup.plan.memory_mb))
+        try:
+            box.seed(self.course / "submitted" / self.student / ASSIGNMENT)
+            env = {**kernel_env(self.setup.threads, record_path), SANDBOX_ENV: box.describe()}
+            for _ in range(DB_RETRIES):
+                try:
+                    done = _run_nbgrader(self.course, args, env, limit)
+                except subprocess.TimeoutExpired:
+                    self.killed = True
+                    break
+                if "database is locked" not in done.stdout + done.stderr:  # parallel jobs share one gradebook
+                    break
+            else:
+                done = None
+        finally:
+            box.close()  # every process the notebook started is gone before the speed test or the next student
         if done is not None:
             (self.log_dir / f"{self.student}.nbgrader.log").write_text(done.stdout + done.stderr)
             if done.returncode != 0:
@@ -176,16 +183,10 @@ def _nbgrader_error(output: str) -> str:
     return next((line for line in reversed(lines) if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)), "")
 
 
-def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int,
-                  memory_mb: int) -> subprocess.CompletedProcess:
-    """nbgrader in its own process group with a memory limit: on timeout the whole group is killed."""
-    def limit_memory():
-        if memory_mb:
-            resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
-
+def _run_nbgrader(course: Path, args: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
+    """nbgrader in its own process group (its kernel in the sandbox): on timeout the whole group is killed."""
     process = subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                               preexec_fn=limit_memory)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -47,6 +47,8 @@ from traitlets import Integer, List, Unicode, default
 from specdec_kit import settings
 from specdec_kit.adapters import DEMO_TAG, is_graded_cell, is_test_cell
 
+from .kernel_box import SandboxedKernelManager, sandbox_description
+
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
 JUDGED_OUTSIDE = "not run in the notebook's own run: the kit grades this extra credit outside the notebook\n"
@@ -192,6 +194,8 @@ class GuardedExecute(Execute):
         return settings.run_record()
 
     def preprocess(self, nb: NotebookNode, resources: dict | None = None, km=None) -> tuple[NotebookNode, dict]:
+        if sandbox_description():
+            self.kernel_manager_class = SandboxedKernelManager
         self.run_record = RunRecord(self.record_file, cells=sum(map(_is_code, nb.cells)))
         self._started = self._stop_reason = None
         self.timeout_func = self._cell_timeout
@@ -291,5 +295,7 @@ class GuardedExecute(Execute):
 
 def _kernel_returncode(km) -> int | None:
     """The exit status of a local kernel's process (jupyter_client's LocalProvisioner), None if unknown."""
+    if isinstance(km, SandboxedKernelManager):
+        return km.sandboxed_returncode
     process = getattr(getattr(km, "provisioner", None), "process", None)
     return None if process is None else process.poll()

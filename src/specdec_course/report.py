@@ -132,7 +132,11 @@ def _page(graded, rows, statuses, scores, max_score, plots, pass_rates, failures
     median = sorted(scores)[len(scores) // 2] if scores else 0.0
     parts = [f"<h1>Class report: {e(str(graded))}</h1>",
              f"<p>{len(rows)} students: " + ", ".join(f"{n} {e(s)}" for s, n in statuses.most_common())
-             + f". Median auto-graded score {median:g} / {max_score:g} among {len(scores)} graded.</p>",
+             + f". Median auto-graded score {median:g} / {max_score:g} among {len(scores)} graded. Graded under: "
+             + (", ".join(f"{n} {e(s)}" for s, n in Counter(r.get("isolation") or "nothing run" for r in rows.values())
+                          .most_common()))
+             + (" (<strong>no sandbox</strong>: the students' code ran as the grader's user)"
+                if any(r.get("isolation") == "none" for r in rows.values()) else "") + ".</p>",
              "<h2>Scores</h2>", plots["scores"],
              "<h2>Tests</h2>", plots["tests"],
              _table(["test", "passing"], [[e(t), f"{100 * r:.0f}%"] for t, r in pass_rates.items()]),

@@ -31,7 +31,7 @@ from .grading import grade_all
 from .row import Grade, Graded
 
 FIXED_COLUMNS = ["student", "name", "score", "max_score", "extra_credit", "manual_pending", "status", "message",
-                 "flags", "seconds", "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]
+                 "flags", "isolation", "seconds", "vs_hf_assisted", "file", "submitted_at", "superseded", "on_roster"]
 RESUMABLE = ("graded", "invalid", "missing")  # what a resumed batch keeps; everything else is graded again
 
 
@@ -44,7 +44,7 @@ def row(grade: Grade, submission: Submission | None, cells: list[str]) -> dict[s
     values = {"student": grade.student, "name": grade.student, "score": grade.score, "max_score": grade.max_score,
               "extra_credit": grade.extra_credit,
               "manual_pending": grade.manual_pending, "status": grade.status, "message": grade.message,
-              "flags": " | ".join(grade.flags), "seconds": round(grade.seconds, 1),
+              "flags": " | ".join(grade.flags), "isolation": grade.isolation, "seconds": round(grade.seconds, 1),
               "vs_hf_assisted": "" if grade.vs_hf_assisted is None else f"{grade.vs_hf_assisted:.3f}", **source,
               **{cell: grade.tests.get(cell, "") for cell in cells}}
     return {key: str(value) for key, value in values.items()}

@@ -39,14 +39,15 @@ class SelftestRow:
 
 def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
                  timeout: int | None = None, only: list[str] | None = None, jobs: int = 1,
-                 progress=print) -> list[SelftestRow]:
+                 progress=print, sandboxed: bool = True) -> list[SelftestRow]:
     """Grade the solution, the blank release and the catalogue in one batch; one row per submission."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
     os.environ[settings.SELFTEST] = "1"  # the grader's speed test times one repeat
     gradebook.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
-    setup = course_setup.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout)
+    setup = course_setup.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
+    progress(f"the submissions' code runs under isolation {setup.isolation!r}")
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue

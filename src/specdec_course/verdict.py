@@ -7,15 +7,16 @@
 The grading process holds the checks, the hidden checks (`autograder/hidden.py`, its `TESTS` table: each
 auto-graded test's class and checks) and the reference answers; it never runs a submission's code. It
 lists the cells a child process will take definitions from (`adapters.cells_to_consider`), and every
-check runs its probes in that child (`isolation.py`) with a time limit of its own: a hang or a crash
-costs the checks it hits, not the notebook. The speed test gates on the child's forwards and tokens,
-then times the student's cached decoder (one fresh child) against HF assisted generation and target
-greedy (another fresh child, the kit's code only) with this process's clock, one timing at a time on
-the machine.
+check runs its probes in that child (`isolation.py`), forked in the notebook's sandbox (`sandbox.py`), with a
+time limit of its own: a hang or a crash costs the checks it hits, not the notebook. The speed test gates on
+the child's forwards and tokens, then times the student's cached decoder (one fresh child) against HF assisted
+generation and target greedy (another fresh child, the kit's code only, outside the sandbox, which is frozen
+meanwhile) with this process's clock, one timing at a time on the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from specdec_kit import bench, checks
 from specdec_kit.adapters import cells_to_consider, not_run
 from specdec_kit.probes import ProbeError, assemble
 
-from .isolation import QUIET, Child, ChildFailed, ChildRunner
+from .isolation import KIT, QUIET, Child, ChildFailed, ChildRunner, Host
+from .sandbox import Limits, Sandbox
 
 SPEED_TEST = "test_speedup"
 
@@ -40,6 +42,13 @@ class Plan:
     min_ratio: float
     check_seconds: float
     memory_mb: int
+
+    def limits(self) -> Limits:
+        """A verdict's sandbox: the host (torch and transformers imported) besides a child's own limit."""
+        return Limits(self.memory_mb, extra_memory_mb=HOST_MB)
+
+
+HOST_MB = 2048
 
 
 def load_plan(autograder_dir: Path) -> Plan:
@@ -69,15 +78,19 @@ class Verdict:
 
 
 def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_threads: int | None = None,
-          log: Path | None = None, before_timing=None) -> Verdict:
+          log: Path | None = None, before_timing=None, isolation: str = "none") -> Verdict:
     """Run every test of `plan` on the notebook's definitions, each check in a child, judged here.
 
-    `before_timing` is called before the speed test is timed (grading waits there for the notebook's own
-    run to finish, so that the timing shares the machine with as little as possible).
+    The children are forked from a host in a sandbox of the notebook's own (`isolation`, one of
+    `sandbox.ISOLATIONS`), closed, with every process of it, when the verdict is reached. `before_timing` is
+    called before the speed test is timed (grading waits there for the notebook's own run to finish, so that
+    the timing shares the machine with as little as possible).
     """
     cells = [(label, source) for _, label, source, _ in cells_to_consider(notebook)]
     verdict = Verdict(not_run=not_run(notebook))
-    child = Child(cells, threads, plan.memory_mb, log)
+    box = Sandbox(log.stem if log else "verdict", isolation, plan.limits())
+    host = Host(box, log, threads)
+    child = Child(host, cells, threads, plan.memory_mb)
     try:
         for test, (class_name, test_checks) in plan.tests.items():
             started = time.perf_counter()
@@ -87,7 +100,7 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
                     check(ChildRunner(child, class_name, plan.check_seconds))  # each check has its own limit
                     result.visible_passed = True if index == 0 else result.visible_passed
                 if test == SPEED_TEST:
-                    verdict.speed = time_speedup(cells, plan, timing_threads or threads, log, before_timing)
+                    verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing)
                     checks.judge_speedup(verdict.speed, plan.min_ratio)
                     result.message = checks.describe_speed(verdict.speed)
                 result.passed = True
@@ -99,6 +112,8 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
             verdict.load_problems = child.load_problems or verdict.load_problems
     finally:
         child.close()
+        host.close()
+        box.close()
     return verdict
 
 
@@ -126,19 +141,19 @@ def failure_message(error: Exception) -> str:
 # The speed test, timed here
 
 
-def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Path | None,
-                 before_timing=None) -> dict:
+def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: int, before_timing=None) -> dict:
     """Time the student's CachedSpeculativeDecoder against the kit's HF assisted generation and target greedy.
 
-    Each side runs in its own fresh child; the clock is this process's. The warm-up runs the student's
-    decoder on every timed prompt, untimed: the runs after it are timed, interleaved with the order
-    rotated, and each must decode for real: run the target (an output kept from the warm-up is not a
+    Each side runs in its own fresh child: the student's forked from `host`, in the notebook's sandbox, the kit's
+    from `KIT`, outside it, while every process of the sandbox is frozen; the clock is this process's. The
+    warm-up runs the student's decoder on every timed prompt, untimed: the runs after it are timed, interleaved
+    with the order rotated, and each must decode for real: run the target (an output kept from the warm-up is not a
     decode), and give target greedy's tokens (an fp16 near-tie aside) and the same tokens every time.
     `before_timing` is called after the warm-up.
     """
     timing = checks.timing_plan()
     device = str(timing["device"])
-    student, kit = Child(cells, threads, plan.memory_mb, log), Child([], threads, 0, None)
+    student, kit = Child(host, cells, threads, plan.memory_mb), Child(KIT, [], threads, 0)
     base = {"pair": timing["pair"], "device": device}
     requests = {"cached": (student, {"kind": "decode", "class": "CachedSpeculativeDecoder", "keep": True}),
                 "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
@@ -146,10 +161,11 @@ def time_speedup(cells: list[tuple[str, str]], plan: Plan, threads: int, log: Pa
 
     def timed(method: str, prompt, max_new_tokens: int):
         child, request = requests[method]
-        started = time.perf_counter()
-        events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
-                               plan.check_seconds)
-        seconds = time.perf_counter() - started
+        with host.box.frozen() if child is kit else contextlib.nullcontext():
+            started = time.perf_counter()
+            events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
+                                   plan.check_seconds)
+            seconds = time.perf_counter() - started
         [case] = assemble(events)
         return case, seconds
 

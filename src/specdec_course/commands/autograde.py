@@ -14,7 +14,7 @@ def register(commands) -> None:
     parser = add_command(commands, "autograde", "grade a class's notebooks with nbgrader into grades.csv",
                          "specdec-course autograde downloads/ --out graded --roster roster.txt --jobs 2",
                          [options.solution, options.autograder, options.timeout, options.id_regex, options.roster,
-                          options.roster_column, options.jobs])
+                          options.roster_column, options.jobs, options.no_sandbox])
     parser.add_argument("submissions", help="a folder (or a zip) of <student>.ipynb files, one folder per student, "
                         "or nbgrader's submitted/ tree")
     parser.add_argument("--out", default="graded", help="output directory; a second run merges into its "
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.student:
         submissions = _only(submissions, args.student)
     setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
-                                   args.jobs, args.timeout)
+                                   args.jobs, args.timeout, args.sandboxed)
     with tqdm(total=len(submissions), desc="autograde") as bar:
         grades, replaced = results.grade_class(out, submissions, setup, resume=args.resume,
                                                progress=lambda _: bar.update())

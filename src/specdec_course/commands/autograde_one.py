@@ -14,7 +14,7 @@ def register(commands) -> None:
     parser = add_command(commands, "autograde-one", "grade one notebook into one folder (a container's share of a "
                          "class; specdec-course merge gathers the folders)",
                          "specdec-course autograde-one downloads/alice.ipynb --out results/alice",
-                         [options.solution, options.autograder, options.timeout, options.id_regex])
+                         [options.solution, options.autograder, options.timeout, options.id_regex, options.no_sandbox])
     parser.add_argument("notebook", help="the student's notebook")
     parser.add_argument("--out", required=True, help="the folder for its result (done/<id>.json), course and feedback")
     parser.add_argument("--student", help="the student's id (default: from the file name)")
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.student or student_name(path.stem, args.id_regex)
     out = Path(args.out).resolve()
     setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
-                                   1, args.timeout)
+                                   1, args.timeout, args.sandboxed)
     submission = Submission(nbgrader_id(name), path, name=name, submitted_at=file_time(path))
     [grade], _ = results.grade_class(out, [submission], setup)
     print(f"{name}: {grade.status}, {grade.score:g} / {grade.max_score:g} auto-graded points; "

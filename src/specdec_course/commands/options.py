@@ -30,6 +30,9 @@ roster = _parent("--roster", help="the class list: a CSV with a header (an LMS's
 roster_column = _parent("--roster-column", help="the roster CSV's id column (default: the first of student_id, id, "
                                                 "sid, login_id, SIS User ID, username, email)")
 graded = _parent("graded", help="the --out folder of specdec-course autograde")
+no_sandbox = _parent("--no-sandbox", dest="sandboxed", action="store_false",
+                     help="run the students' code as the grader's own user, without a sandbox (where the machine "
+                          "gives none; every row and the class report say so)")
 jobs = _parent("--jobs", type=int, default=1, help="notebooks graded at once (timed tests still run one at a time)")
 
 

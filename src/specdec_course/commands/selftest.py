@@ -13,7 +13,8 @@ from . import options
 def register(commands) -> None:
     parser = add_command(commands, "selftest", "autograde the solution, the blank release and the known-bug "
                          "catalogue; exit 1 unless each scores as expected", "specdec-course selftest --jobs 2",
-                         [options.solution, options.autograder, options.release, options.timeout, options.jobs])
+                         [options.solution, options.autograder, options.release, options.timeout, options.jobs,
+                          options.no_sandbox])
     parser.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
     parser.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
     parser.set_defaults(func=run)
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     options.check_grading(args)
     outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
-                            timeout=args.timeout, only=args.only, jobs=args.jobs)
+                            timeout=args.timeout, only=args.only, jobs=args.jobs, sandboxed=args.sandboxed)
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
         print(table.rename(columns={"name": "submission", "named_by": "tests that named it",

@@ -7,6 +7,8 @@ notebook's own run stops after that first check and the grader times the decoder
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 
 import torch
@@ -31,11 +33,17 @@ def speedup_repeats() -> int:
 
 
 def timing_lock():
-    """One timed measurement at a time on this machine, across processes (parallel grading jobs)."""
+    """One timed measurement at a time on this machine, across processes (parallel grading jobs). None where the
+    lock cannot be written (a grading sandbox: a submission must never hold the grader's timings up)."""
     from filelock import FileLock
 
-    zoo.cache_root().mkdir(parents=True, exist_ok=True)
-    return FileLock(str(zoo.cache_root() / "timing.lock"))
+    path = zoo.cache_root() / "timing.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+    except OSError:
+        return contextlib.nullcontext()
+    return FileLock(str(path)) if os.access(path, os.W_OK) else contextlib.nullcontext()
 
 
 def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:

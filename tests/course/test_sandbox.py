@@ -1,0 +1,115 @@
+"""The sandbox a submission's code runs in (`specdec_course.sandbox`): what it can reach, and that nothing of it
+outlives it. Needs root and bubblewrap (CI installs it); elsewhere these tests skip, saying why, and in CI they fail.
+
+Example run: python -m pytest tests/course/test_sandbox.py -q
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from specdec_course import sandbox
+from specdec_course.sandbox import Limits, Sandbox
+
+from conftest import REPO
+
+requires_bwrap = pytest.mark.skipif(sandbox.detect() != "bwrap" and not os.environ.get("CI"),
+                                    reason=f"no bubblewrap sandbox on this machine: {sandbox.why_not()}")
+
+
+@pytest.fixture
+def box():
+    made = Sandbox("test", "bwrap", Limits(memory_mb=512))
+    yield made
+    made.close()
+
+
+def run(box: Sandbox, code: str) -> subprocess.CompletedProcess:
+    done = box.run([sys.executable, "-I", "-c", code], timeout=60)
+    assert "Traceback" not in done.stderr, f"the probe itself failed in the sandbox:\n{done.stderr}"
+    return done
+
+
+@requires_bwrap
+def test_the_course_is_out_of_sight(box):
+    """The repository (hidden checks, solution, course), /root and the grader's processes are not there."""
+    code = f"""
+import os
+for path in {[str(REPO / "autograder" / "hidden.py"), str(REPO / "solutions"), "/root/.bash_history"]!r}:
+    print(path, os.path.exists(path))
+print("processes", max(int(p) for p in os.listdir("/proc") if p.isdigit()))
+"""
+    out = run(box, code).stdout
+    assert "True" not in out, f"the sandbox sees a path it must not:\n{out}"
+    highest = int(out.split("processes ", 1)[1])
+    assert highest < 10, f"the sandbox sees processes outside its own PID namespace (pid {highest})"
+
+
+@requires_bwrap
+def test_it_writes_only_its_folder_and_has_no_network(box):
+    code = f"""
+import os, socket
+for path in {[os.path.join(sys.prefix, "evil.py"), str(REPO / "evil.txt")]!r}:
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as e:
+        print("refused", path, e.errno)
+open(os.path.join(os.environ["HOME"], "mine.txt"), "w").write("ok")
+print("uid", os.getuid())
+try:
+    socket.create_connection(("127.0.0.1", 22), timeout=2)
+    print("network")
+except OSError:
+    print("no network")
+"""
+    out = run(box, code).stdout
+    assert "wrote" not in out and not (REPO / "evil.txt").exists(), f"the sandbox wrote outside its folder:\n{out}"
+    assert (box.home / "mine.txt").read_text() == "ok", "its own folder is writable"
+    assert f"uid {box.uid}" in out and box.uid != 0, f"it runs as its own unprivileged uid:\n{out}"
+    assert "no network" in out, f"the sandbox reached the network:\n{out}"
+
+
+@requires_bwrap
+def test_nothing_outlives_it():
+    """A daemon started the way a notebook's `!` line would (new session, double fork) is gone after close."""
+    box = Sandbox("test-daemon", "bwrap", Limits())
+    daemon = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n"
+              "    os._exit(0)\ntime.sleep(600)\n")
+    box.popen([sys.executable, "-I", "-c", daemon])
+    deadline = time.monotonic() + 30
+    while len(box.pids()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(box.pids()) >= 3, f"bwrap, the notebook's process and its daemon should run: {box.pids()}"
+    uid = box.uid
+    box.close()
+    assert not sandbox._pids_of_uid(uid), "a process of the sandbox outlived it"
+
+
+@requires_bwrap
+def test_frozen_sandbox_does_not_run(box):
+    """While the grader times its own side, the sandbox gets no CPU time."""
+    box.popen([sys.executable, "-I", "-c", "while True: pass"])
+    time.sleep(1)
+
+    def cpu_ticks() -> int:
+        return sum(int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[11]) for pid in box.pids())
+
+    with box.frozen():
+        before = cpu_ticks()
+        time.sleep(1)
+        after = cpu_ticks()
+    assert after == before, f"a frozen sandbox ran for {after - before} ticks"
+
+
+def test_refused_without_a_sandbox(monkeypatch, tmp_path):
+    """autograde on a machine with no sandbox stops before the first student and says what to do."""
+    from specdec_course import course_setup
+
+    monkeypatch.setattr(sandbox, "_detected", lambda: ("none", "grading is not running as root"))
+    with pytest.raises(sandbox.SandboxError, match="--no-sandbox"):
+        course_setup.setup_batch(tmp_path / "course", REPO / "solutions" / "speculative_decoding.ipynb",
+                                 REPO / "autograder")
