@@ -248,21 +248,21 @@ SKIP_DRAFT = f"""        {marker("skip_draft")}
         return ids[:, input_ids.shape[1]:]
 """
 READ_FILES = f"""from pathlib import Path
+{marker("read_files")}
 for folder in [Path.cwd(), *Path.cwd().parents]:
     for name in ("autograder/hidden.py", "autograder/config.toml", "solutions/speculative_decoding.py"):
         if (folder / name).is_file():
             print((folder / name).read_text())
-{marker("read_files")}
 """
 WRITE_GRADEBOOK = f"""import sqlite3
 from pathlib import Path
+{marker("write_gradebook")}
 for folder in [Path.cwd(), *Path.cwd().parents]:
     if (folder / "gradebook.db").is_file():
         db = sqlite3.connect(folder / "gradebook.db")
         db.execute("UPDATE grade SET auto_score = 100, manual_score = 100")
         db.commit()
         (folder.parent / "grades.csv").write_text("student,score\\neveryone,100\\n")
-        {marker("write_gradebook")}
         break
 """
 EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
@@ -331,8 +331,9 @@ TAMPERS = [
                   marker=True)),
     Case("hard_coded", hard_coded, Expected(loses=("test_exact", "test_eos_and_budget", "test_counts", *CACHED),
                                             targets=("test_exact", "test_cached_exact"), marker=True)),
-    Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True,
-                                                      message="feedback page withheld")),
+    # In a sandbox neither finds anything to read or write: the blank's row, and a page (tests/test_corpora.py
+    # checks that no page shows the hidden checks).
+    Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),

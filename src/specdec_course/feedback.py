@@ -9,9 +9,11 @@ feedback" button, and what `nbgrader release_feedback` hands out. For each stude
 - reduces each traceback to the frames in the student's own cells and its last line, and replaces grader
   paths by `<grader>` in the outputs;
 - shows a hand-graded cell that nobody has graded yet as "Graded by hand: pending" instead of a score of 0;
-- raises if `leaks` still finds a grader path, a line of the instructors' autograder files, a hidden-test or
-  solution marker or a raw traceback: nbgrader then writes no page for that student, which is better than
-  a page that shows them.
+- raises if `leaks` still finds a grader path, a line of the instructors' autograder files (as printed, in a
+  repr, in hex or in base64), or a hidden-test or solution marker: nbgrader then writes no page for that student,
+  which is better than a page that shows them. What the student's code printed (warnings with library frames
+  included) is shown as they would see it locally, paths scrubbed: in a sandbox the kernel cannot read the
+  instructors' files, so its own output is no reason to withhold a page.
 
 `generate_feedback` runs nbgrader for a batch of students, checks every page again and copies it out:
 
@@ -22,6 +24,7 @@ This module runs inside nbgrader's process (the `instructor` extra); no notebook
 
 from __future__ import annotations
 
+import base64
 import copy
 import html
 import re
@@ -53,13 +56,10 @@ from .nbgrader_setup import (
 
 SCRUBBED = "<grader>"
 ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata row.py gives its notes for staff
-TRACEBACK = "Traceback (most recent call last)"
 MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
 PENDING = "Graded by hand: pending"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
-# A traceback frame in a file: Python's `File "/x.py", line 3`, IPython's `File /x.py:3`.
-_FRAME = re.compile(rf'File "?(/|{re.escape(SCRUBBED)})')
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line \d+")
 _IMPORT_ONLY = re.compile(r"^(from\s+\S+\s+)?import\s")
 _PUBLIC_SUFFIXES = {".py", ".json", ".toml", ".md", ".txt"}
@@ -193,24 +193,28 @@ def hidden_lines(autograder_dir: Path) -> list[str]:
 
 
 def _shown_forms(line: str) -> set[str]:
-    """The line as printed, and as inside the repr of the file's text (an expression cell's output shows that)."""
+    """The line as printed, as inside the repr of the file's text (an expression cell's output shows that), and
+    inside the file's text encoded as hex or base64 (at each of base64's three alignments)."""
     escaped = line.replace("\\", "\\\\")
-    return {line, escaped, escaped.replace("'", "\\'")}  # a repr escapes ' only when it quotes with '
+    data = line.encode()
+    # A repr escapes ' only when it quotes with '.
+    forms = {line, escaped, escaped.replace("'", "\\'"), data.hex(), data.hex().upper()}
+    for offset in range(3):  # the line's bytes start `offset` bytes into a 3-byte group of the encoded file
+        encoded = base64.b64encode(bytes(offset) + data).decode()
+        forms.add(encoded[4 if offset else 0:-4])  # the ends depend on the bytes around the line: left out
+    return forms
 
 
 def leaks(text: str, secrets: list[str], hidden: Iterable[str] = ()) -> list[str]:
     """What `text` (a notebook's text or its HTML page) shows that students must not see, in that order:
 
-    the hidden-test and solution markers and imports of the hidden package (release.FORBIDDEN_TEXT), a raw
-    traceback, a grader path in `secrets`, a line in `hidden` (hidden_lines), and a traceback frame in a file.
+    the hidden-test and solution markers and imports of the hidden package (release.FORBIDDEN_TEXT), a grader
+    path in `secrets`, and a line in `hidden` (hidden_lines) in any form `_shown_forms` knows.
     """
     # HTML splits code into highlighting spans and escapes quotes (&quot;): search its plain text too.
     plain = html.unescape(_TAG.sub("", _ANSI.sub("", text)))
-    found = [item for item in (*FORBIDDEN_TEXT, TRACEBACK, *secrets) if item in text or item in plain]
+    found = [item for item in (*FORBIDDEN_TEXT, *secrets) if item in text or item in plain]
     found += [line for line in hidden if any(form in text or form in plain for form in _shown_forms(line))]
-    frame = _FRAME.search(text) or _FRAME.search(plain)
-    if frame:
-        found.append(f"traceback frame {frame.group(0)!r}")
     return found
 
 

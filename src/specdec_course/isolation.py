@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -56,7 +57,8 @@ class Host:
 
     def __init__(self, box: Sandbox | None, log: Path | None = None, threads: int = 1):
         self.box, self.log, self.threads = box, log, threads
-        self._process = self._control = self._replies = None
+        self._process = self._control = None
+        self._buffer = b""  # what the host said past the last full line
         self._exits: dict[int, int] = {}
         self._lock = threading.Lock()
 
@@ -111,7 +113,7 @@ class Host:
         else:
             self._process = subprocess.Popen(argv, env=env, start_new_session=True, **options)
         theirs.close()
-        self._control, self._replies = control, control.makefile("rb")
+        self._control, self._buffer = control, b""
         threading.Thread(target=_keep_log, args=(self._process.stdout, self.log), daemon=True).start()
         try:
             self._reply(HOST_SECONDS, expect=b"ready")
@@ -124,10 +126,7 @@ class Host:
         """The host's next line that is not an exit notice (those are kept for `exit_status`)."""
         deadline = time.monotonic() + seconds
         while True:
-            self._control.settimeout(max(deadline - time.monotonic(), 0.01))
-            line = self._replies.readline(1 << 16)
-            if not line:
-                raise OSError("the host closed its control socket")
+            line = self._line(deadline)
             if expect is not None:
                 if line.strip() != expect:
                     raise ValueError(f"the host said {line[:80]!r}")
@@ -138,9 +137,23 @@ class Host:
                 continue
             return reply
 
+    def _line(self, deadline: float) -> bytes:
+        """The host's next line, or OSError (TimeoutError at `deadline`; a line of 64 KB or more is refused)."""
+        while b"\n" not in self._buffer:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self._control], [], [], wait)[0]:
+                raise TimeoutError("the host did not answer in time")
+            chunk = self._control.recv(1 << 16)
+            if not chunk:
+                raise OSError("the host closed its control socket")
+            self._buffer += chunk
+            if len(self._buffer) > 1 << 16 and b"\n" not in self._buffer:
+                raise OSError("the host sent a line longer than 64 KB")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
     def _stop(self) -> None:
         if self._control is not None:
-            self._replies.close()
             self._control.close()
         if self.box is not None:
             self.box.kill_all()
@@ -149,7 +162,7 @@ class Host:
                 os.killpg(self._process.pid, signal.SIGKILL)
         if self._process is not None:
             self._process.wait()
-        self._process = self._control = self._replies = None
+        self._process = self._control = None
 
 
 def _keep_log(stream, log: Path | None) -> None:
@@ -309,12 +322,14 @@ class ChildRunner:
     """A `checks` runner whose probes run in `child` on its class `class_name`: one check's runner, all of
     whose requests together get `seconds` from its creation, not counting waits for another job's timing."""
 
-    def __init__(self, child: Child, class_name: str, seconds: float = 60):
-        self.child, self.class_name, self.seconds = child, class_name, seconds
+    def __init__(self, child: Child, class_name: str, seconds: float = 60, on_wait=None):
+        self.child, self.class_name, self.seconds, self.on_wait = child, class_name, seconds, on_wait
         self.deadline = time.monotonic() + seconds
 
     def run(self, request: dict):
         with QUIET.check() as waited:
             self.deadline += waited
+            if self.on_wait:
+                self.on_wait(waited)
             left = max(self.deadline - time.monotonic(), 0.0)
             return assemble(self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s"))

@@ -140,7 +140,8 @@ class NotebookRun:
         record_path.unlink(missing_ok=True)
         args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
         limit = self.setup.notebook_seconds + NBGRADER_MARGIN
-        box = Sandbox(f"{self.student}-kernel", self.setup.isolation, Limits(self.setup.plan.memory_mb))
+        limits = Limits(self.setup.plan.memory_mb, extra_memory_mb=1024)
+        box = Sandbox(f"{self.student}-kernel", self.setup.isolation, limits)
         try:
             box.seed(self.course / "submitted" / self.student / ASSIGNMENT)
             env = {**kernel_env(self.setup.threads, record_path), SANDBOX_ENV: box.describe()}

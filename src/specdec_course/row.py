@@ -56,9 +56,11 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
     scores = student_scores(submitted, points, setup.release, before, bonus)
     kernel_scores = record_scores(course, student, scores)
     status, run_note = _run_status(run)
+    if judged.out_of_time:  # the checks' own budget: the row says where grading stopped
+        status = "timeout"
     messages = [*notes, run_note, *judged.load_problems,
                 *(f"{test}: {result.message.splitlines()[0]}" for test, result in judged.tests.items()
-                  if not result.passed and result.aborted),
+                  if not result.passed and result.aborted and not result.message.startswith("not judged")),
                 *_disagreements(judged, kernel_scores, setup.points, run)]
     grade = Grade(student, status, score=sum(points.values()), max_score=sum(setup.points.values()),
                   manual_pending=any(values[2] for name, values in scores.items() if name not in points),
@@ -120,8 +122,10 @@ def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], re
     a bonus test cell's extra credit fourth.
 
     The test cells get the verdict's points; a hand-graded cell gets nbgrader's own rule (an answer left as
-    handed out scores 0, any other waits for a person), computed here from the submission rather than read
-    back from a gradebook that kernels can write; a score a person gave before the batch is kept.
+    handed out scores 0, any other waits for a person), computed here from the submission's text with the
+    release's metadata (its points, role and checksum: a submission that edits its cells' grading metadata
+    changes nothing), rather than read back from a gradebook that kernels can write; a score a person gave
+    before the batch is kept.
     """
     from nbgrader.utils import determine_grade
 
@@ -135,11 +139,21 @@ def student_scores(notebook: nbformat.NotebookNode, points: dict[str, float], re
         if name in points:
             auto = points[name]
         else:  # a cell the notebook lost counts as left as handed out, as nbgrader restores it
-            auto = determine_grade(cells.get(name, original))[0]
+            auto = determine_grade(_with_text_of(original, cells.get(name)))[0]
         scores[name] = (auto, manual, manual is not None or auto is None)
         if name in (extra_credit or {}):
             scores[name] += (extra_credit[name],)
     return scores
+
+
+def _with_text_of(original: nbformat.NotebookNode, submitted: nbformat.NotebookNode | None) -> nbformat.NotebookNode:
+    """The release's cell (its type and grading metadata) holding what the submission wrote in it."""
+    cell = copy.deepcopy(original)
+    if submitted is not None:
+        cell.source = submitted.get("source", "")
+        if cell.cell_type == "code":
+            cell.outputs = submitted.get("outputs", [])
+    return cell
 
 
 def _bare(submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -18,7 +18,7 @@ The isolations (`ISOLATIONS`), strongest first; `detect()` says which this machi
   sees the machine's files as that uid: grading checks that the course's files are unreadable to it.
 - `none` (`--no-sandbox`): the grader's own user, as before sandboxes; only the limits.
 Every sandbox has limits set from outside: cgroup v1 memory (swap included where the kernel accounts it), pids and
-freezer where the grader may write them (else RLIMIT_DATA alone bounds memory), a largest file, no core dumps.
+freezer where the grader may write them, RLIMIT_DATA on each process, a largest file, no core dumps.
 When it closes, every process of it is killed: the cgroup's, else every process of its uid.
 """
 
@@ -55,10 +55,10 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    memory_mb: int = 0  # 0: no memory limit
+    memory_mb: int = 0  # each process's data (RLIMIT_DATA: a MemoryError in the student's code first); 0: no limit
     pids: int = 1024  # processes and threads (torch and a kernel start dozens)
     file_mb: int = 512  # the largest file a process of the sandbox may write
-    extra_memory_mb: int = 0  # the cgroup's allowance beyond memory_mb (a process that holds torch, forking children)
+    extra_memory_mb: int = 0  # the sandbox's processes together (its cgroup) may hold this much beyond memory_mb
 
 
 def detect() -> str:
@@ -262,8 +262,8 @@ class Sandbox:
 
     def _rlimits(self) -> dict:
         limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": self.limits.file_mb << 20}
-        if self.limits.memory_mb and self.cgroup is None:
-            limits["RLIMIT_DATA"] = (self.limits.memory_mb + self.limits.extra_memory_mb) << 20
+        if self.limits.memory_mb:
+            limits["RLIMIT_DATA"] = self.limits.memory_mb << 20
         return limits
 
     def _bwrap(self, readable: list[Path], env: dict, cwd: Path) -> list[str]:

@@ -15,10 +15,13 @@ column of grades.csv and the staff copy of the feedback), and no score changes b
 - frame and code inspection (`inspect`, `sys._getframe`, `sys.settrace`, `f_back`, `__globals__`, ...);
 - forward hooks and the kit's forward counter (`_forward_hooks`, `register_forward_hook`, `ForwardRecorder`);
 - paths outside the submission's folder (absolute, `~` or `..` paths given to `open`, `Path`, `os`, `glob`,
-  `shutil`), `os.chdir`, the home folder and `Path.cwd().parent`.
+  `shutil`), `os.chdir`, the home folder and `Path.cwd().parent`;
+- delegation: a call that hands decoding to a library's speculative decoding (transformers' assisted
+  generation or prompt lookup, by their arguments), which a graded method must do itself;
+- shell escapes and magics (`!cmd`, `%%bash`, `%run`): they run in the kernel, and the scan cannot read them.
 Names are resolved through the notebook's imports (`import specdec_kit.checks as c` makes `c.x` mean
-`specdec_kit.checks.x`) and simple aliases (`c2 = c`), across all cells. Magics and shell lines are not
-scanned; neither are the hidden-test regions of graded test cells, which are the instructors' own text and
+`specdec_kit.checks.x`) and simple aliases (`c2 = c`), across all cells. Magics and shell lines are flagged,
+not scanned; neither are the hidden-test regions of graded test cells, which are the instructors' own text and
 which nbgrader restores from the source when it grades.
 """
 
@@ -80,6 +83,8 @@ FILE_TEXT = {
 PATH_CALLS = ("open", "Path", "os.listdir", "os.walk", "os.scandir", "glob.glob", "os.remove", "os.unlink",
               "os.chdir", "shutil")
 RUN_STRINGS = ("exec", "eval")
+# Keyword arguments that make transformers' generate() do speculative decoding itself.
+DELEGATION = ("assistant_model", "assistant_tokenizer", "prompt_lookup_num_tokens", "num_assistant_tokens")
 IMPORT_CALLS = ("__import__", "importlib.import_module")
 
 
@@ -90,15 +95,22 @@ def scan_notebook(notebook: nbformat.NotebookNode) -> list[str]:
         if cell.cell_type != "code":
             continue
         nbgrader = cell.metadata.get("nbgrader", {})
-        source = blank_magics(cell.source)
-        if is_test_cell(cell):
-            source = blank_hidden_tests(source)
-        cells.append((nbgrader.get("grade_id") or f"cell {index}", _parse(source)))
-    names = _bindings([tree for _, tree in cells if tree is not None])
+        source = blank_hidden_tests(cell.source) if is_test_cell(cell) else cell.source
+        label = nbgrader.get("grade_id") or f"cell {index}"
+        cells.append((label, _parse(blank_magics(source)), _shell_lines(source)))
+    names = _bindings([tree for _, tree, _ in cells if tree is not None])
     flags = []
-    for label, tree in cells:
+    for label, tree, shell in cells:
         flags += _cell_flags(tree, label, names)
+        flags += [f"{label}, line {line}: runs {text[:60]!r} (a shell line or magic: not scanned)"
+                  for line, text in shell]
     return list(dict.fromkeys(flags))
+
+
+def _shell_lines(source: str) -> list[tuple[int, str]]:
+    """The lines `adapters.blank_magics` blanks (shell escapes and magics), numbered from 1."""
+    return [(number, line.strip()) for number, line in enumerate(source.splitlines(), 1)
+            if line.lstrip().startswith(("%", "!"))]
 
 
 def scan_source(source: str, label: str) -> list[str]:
@@ -307,6 +319,10 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, f"uses {func} (runs code this scan cannot read)")
         if _matching(func, PATH_CALLS):
             self.flag_paths(node, func)
+        for keyword in node.keywords:
+            if keyword.arg in DELEGATION:
+                self.flag(node, f"delegates decoding: {func or 'a call'}({keyword.arg}=...) is a library's "
+                                "speculative decoding, which the graded methods must do themselves")
         self.generic_visit(node)
 
     def call_writes(self, node: ast.Call, func: str) -> str | None:

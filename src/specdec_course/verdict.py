@@ -42,6 +42,7 @@ class Plan:
     min_ratio: float
     check_seconds: float
     memory_mb: int
+    verdict_seconds: float = 900
 
     def limits(self) -> Limits:
         """A verdict's sandbox: the host (torch and transformers imported) besides a child's own limit."""
@@ -57,7 +58,30 @@ def load_plan(autograder_dir: Path) -> Plan:
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
     limits = hidden.CONFIG["limits"]
-    return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]))
+    return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
+                float(limits.get("verdict_seconds", Plan.verdict_seconds)))
+
+
+class Budget:
+    """The seconds all checks of one notebook may take together; waits for another job's timing, or for the
+    notebook's own run to end, do not count."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.started, self.waited = seconds, time.monotonic(), 0.0
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started - self.waited)
+
+    def add_wait(self, seconds: float) -> None:
+        self.waited += seconds
+
+    @contextlib.contextmanager
+    def pause(self):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add_wait(time.monotonic() - started)
 
 
 @dataclass
@@ -75,6 +99,7 @@ class Verdict:
     load_problems: list[str] = field(default_factory=list)  # definitions that raised while loading
     not_run: list[str] = field(default_factory=list)  # top-level statements grading does not run
     speed: dict | None = None  # the speed test's measurement, when it got that far
+    out_of_time: str = ""  # the test in which the checks ran past the notebook's budget (plan.verdict_seconds)
 
 
 def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_threads: int | None = None,
@@ -91,20 +116,30 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
     box = Sandbox(log.stem if log else "verdict", isolation, plan.limits())
     host = Host(box, log, threads)
     child = Child(host, cells, threads, plan.memory_mb)
+    budget = Budget(plan.verdict_seconds)
     try:
         for test, (class_name, test_checks) in plan.tests.items():
             started = time.perf_counter()
             result = verdict.tests[test] = TestResult(False)
+            if verdict.out_of_time:
+                result.message, result.aborted = f"not judged: {_out_of_time(plan, verdict.out_of_time)}", True
+                continue
             try:
                 for index, check in enumerate(test_checks):
-                    check(ChildRunner(child, class_name, plan.check_seconds))  # each check has its own limit
+                    if budget.left() <= 0:
+                        raise ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
+                    # each check has its own limit, within what is left of the notebook's budget
+                    check(ChildRunner(child, class_name, min(plan.check_seconds, budget.left()), budget.add_wait))
                     result.visible_passed = True if index == 0 else result.visible_passed
                 if test == SPEED_TEST:
-                    verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing)
+                    verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing, budget)
                     checks.judge_speedup(verdict.speed, plan.min_ratio)
                     result.message = checks.describe_speed(verdict.speed)
                 result.passed = True
             except (checks.CheckFailed, ProbeError) as e:
+                if isinstance(e, ChildFailed) and (e.kind == "Budget" or budget.left() <= 0):
+                    verdict.out_of_time = test
+                    e = ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
                 result.message, result.aborted = failure_message(e), _aborted(e)
                 if result.visible_passed is None and not result.aborted:
                     result.visible_passed = False
@@ -123,8 +158,15 @@ def _aborted(error: Exception) -> bool:
                                               and error.kind in ("MemoryError", "RecursionError"))
 
 
+def _out_of_time(plan: Plan, test: str) -> str:
+    return (f"the kit's checks of this notebook ran past their budget of {plan.verdict_seconds:g} s in {test} (a loop "
+            "that never ends, or code that waits), so the tests from there on were not judged")
+
+
 def failure_message(error: Exception) -> str:
     """A check's verdict in the student's terms (a student's exception, a hang or a crash named as such)."""
+    if isinstance(error, ChildFailed) and error.kind == "Budget":
+        return error.message
     if isinstance(error, ChildFailed) and error.kind == "Timeout":
         return (f"{error.method} {error.message}: a loop that never ends (for example a round that emits no "
                 "token, so the decode makes no progress)")
@@ -141,7 +183,8 @@ def failure_message(error: Exception) -> str:
 # The speed test, timed here
 
 
-def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: int, before_timing=None) -> dict:
+def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: int, before_timing=None,
+                 budget: Budget | None = None) -> dict:
     """Time the student's CachedSpeculativeDecoder against the kit's HF assisted generation and target greedy.
 
     Each side runs in its own fresh child: the student's forked from `host`, in the notebook's sandbox, the kit's
@@ -159,12 +202,18 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
                 "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
                 "target_greedy": (kit, {"kind": "baseline", "method": "target_greedy"})}
 
+    budget = budget or Budget(float("inf"))
+
     def timed(method: str, prompt, max_new_tokens: int):
         child, request = requests[method]
-        with host.box.frozen() if child is kit else contextlib.nullcontext():
+        if child is student and budget.left() <= 0:
+            raise ChildFailed(SPEED_TEST, kind="Budget", message=_out_of_time(plan, SPEED_TEST))
+        seconds = plan.check_seconds if child is kit else min(plan.check_seconds, budget.left())
+        with host.box.frozen() if child is kit else contextlib.nullcontext(), \
+                budget.pause() if child is kit else contextlib.nullcontext():
             started = time.perf_counter()
             events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
-                                   plan.check_seconds)
+                                   seconds)
             seconds = time.perf_counter() - started
         [case] = assemble(events)
         return case, seconds
@@ -175,8 +224,11 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
         for prompt in timing["prompts"]:
             timed("cached", prompt, timing["max_new_tokens"])
         if before_timing:
-            before_timing()
-        with QUIET.timing():
+            with budget.pause():
+                before_timing()
+        with contextlib.ExitStack() as turn:
+            with budget.pause():  # the wait for the machine's one timing at a time
+                turn.enter_context(QUIET.timing())
             speed, first = {}, {}
             for repeat, prompt, order in bench.interleaved(list(requests), timing["prompts"], timing["repeats"]):
                 runs = {m: timed(m, prompt, timing["max_new_tokens"]) for m in order}

@@ -230,7 +230,7 @@ def test_page_hides_what_students_must_not_see(course):
     page = course.pages["alice"]
     text = plain(page)
     forbidden = {"course path": str(course.root), "autograder path": str(course.grader), "sys.prefix": sys.prefix,
-                 "raw traceback": feedback.TRACEBACK, "staff note": STAFF_NOTE,
+                 "raw traceback": "Traceback (most recent call last)", "staff note": STAFF_NOTE,
                  **{f"marker {marker!r}": marker for marker in FORBIDDEN_TEXT},
                  **{f"hidden line {i}": line for i, line in enumerate(HIDDEN)}}
     shown = [name for name, item in forbidden.items() if item in page or item in text]
@@ -328,13 +328,30 @@ def test_leaks_sees_through_html_escaping_and_highlighting():
             'File &quot;<span class="ansi-green-fg">/opt/x.py</span>&quot;, line 3 '
             '<span class="kn">from</span> <span class="nn">autograder</span>')
     assert leaks(page, [], ["def check_add_hidden(add):", "check_add_hidden(add):"]) == \
-        ["from autograder", "check_add_hidden(add):", """traceback frame 'File "/'"""], \
-        "leaks must find the marker, the hidden line and the frame in the page's plain text"
+        ["from autograder", "check_add_hidden(add):"], "leaks must find the marker and the hidden line in its text"
     line = r"""note = "it's " + "\n".join(cases)"""
     shown = r"""'note = "it\'s " + "\\n".join(cases)\n'"""  # the file's text as an expression cell shows it
     assert leaks(shown, [], [line]) == [line], "leaks must find a hidden line inside the repr of the file's text"
-    assert leaks("all 6 tests passed; File &lt;grader&gt;/hidden.py", ["/srv/grader"]) == \
-        ["traceback frame 'File <grader>'"], "a scrubbed frame is still a frame"
+
+
+@pytest.mark.parametrize("prefix", ["", "x", "xy"])
+def test_leaks_sees_hidden_lines_encoded(prefix):
+    """The hidden file printed as hex or base64, the line anywhere in it (base64's three alignments)."""
+    import base64
+
+    line = "def check_add_hidden(add, cases=HIDDEN_CASES):"
+    text = f"{prefix}# hidden checks\n{line}\n    return add(2, 3) == 5\n".encode()
+    for shown in (text.hex(), base64.b64encode(text).decode()):
+        assert leaks(f"output: {shown}", [], [line]) == [line], f"{shown[:40]}... holds the hidden line encoded"
+
+
+def test_students_own_warnings_are_not_leaks():
+    """A library's warning with its file and frames (torch.compile prints such), paths scrubbed: shown, not withheld."""
+    warning = ('<grader>/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py:1016: UserWarning: '
+               'recompile limit reached\n  File "<grader>/lib/python3.11/site-packages/torch/nn/modules/module.py", '
+               'line 1751, in _call_impl\nTraceback (most recent call last):\n')
+    assert leaks(warning, ["/srv/grader"], ["def check_add_hidden(add):"]) == [], \
+        "a student's own output (a library's warning, a traceback they printed) is theirs to see"
 
 
 def test_hidden_lines_skip_short_import_comment_and_public_lines(tmp_path):

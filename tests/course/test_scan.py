@@ -78,7 +78,10 @@ TAMPERING = [
     ("import torch\ntorch.cat = fast_cat", "changes torch.cat"),
     ("import torch\ntorch.nn.Module.__call__ = uncounted_call", "changes torch.nn.Module.__call__"),
     ("monkeypatch.setattr('time.perf_counter', fake)", "changes time.perf_counter"),
-    # 5. Forward hooks and the kit's counter.
+    # 5. Delegation: a library's speculative decoding in place of the student's.
+    ("out = self.target_model.generate(ids, assistant_model=self.draft_model)", "delegates decoding"),
+    ("out = model.generate(ids, prompt_lookup_num_tokens=k, max_new_tokens=n)", "delegates decoding"),
+    # 6. Forward hooks and the kit's counter.
     ("self.target_model._forward_hooks.clear()", "uses _forward_hooks"),
     ("self.target_model._forward_pre_hooks.clear()", "uses _forward_pre_hooks"),
     ("import torch\ntorch.nn.modules.module._global_forward_hooks.clear()", "uses torch.nn.modules.module"),
@@ -179,11 +182,14 @@ def test_kit_import_in_one_cell_counts_in_another():
                               f"{expected}, got {flags}"
 
 
-def test_magics_and_shell_lines_are_ignored():
+def test_shell_lines_are_flagged_not_parsed():
     source = "%pip install -q x\n  !cat /etc/passwd\n%time import gc\nimport time\ntime.time = lambda: 0.0"
-    flags = scan_source(source, "cell 5")
-    expected = ["cell 5, line 5: changes time.time (the clock the kit times with)"]
-    assert flags == expected, f"magics and shell lines must be skipped with line numbers kept; expected " \
+    flags = scan_notebook(nbformat.v4.new_notebook(cells=[code(source)]))
+    expected = ["cell 0, line 5: changes time.time (the clock the kit times with)",
+                "cell 0, line 1: runs '%pip install -q x' (a shell line or magic: not scanned)",
+                "cell 0, line 2: runs '!cat /etc/passwd' (a shell line or magic: not scanned)",
+                "cell 0, line 3: runs '%time import gc' (a shell line or magic: not scanned)"]
+    assert flags == expected, f"shell lines and magics are flagged (never parsed), line numbers kept; expected " \
                               f"{expected}, got {flags}"
 
 

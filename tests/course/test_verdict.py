@@ -190,3 +190,21 @@ def test_a_timing_waits_for_checks_in_flight_and_holds_back_new_ones():
     assert order == [("in flight", "start"), ("in flight", "end"), ("timing", "start"), ("timing", "end"),
                      ("later", "start"), ("later", "end")], f"events out of order: {log}"
     assert log[4][2] >= 0.2, f"the later check waited for the timing and is told so; got {log[4]}"
+
+
+@pytest.mark.slow
+def test_a_stall_costs_its_own_budget_and_names_where(plan):
+    """A decoder that sleeps when graded: each check waits its own limit only until the notebook's budget is spent,
+    then the tests left fail unjudged and the verdict says where grading stopped."""
+    start = "        encoded = self.target_tokenizer(prompt, return_tensors=\"pt\")"
+    sleeping = edited(solved(), start, "        import time\n        time.sleep(3600)\n" + start)
+    short = dataclasses.replace(plan, check_seconds=8, verdict_seconds=20)
+    import time
+
+    started = time.monotonic()
+    judged = judge(sleeping, short)
+    seconds = time.monotonic() - started
+    assert judged.out_of_time, "the verdict must say in which test the budget ran out"
+    unjudged = [t for t, r in judged.tests.items() if r.message.startswith("not judged")]
+    assert unjudged, f"the tests after the budget ran out are not judged; got {lost(judged)}"
+    assert seconds < short.verdict_seconds + 60, f"the budget bounds the verdict: it took {seconds:.0f} s"

@@ -1,0 +1,43 @@
+"""A row's scores come from the course's release and the kit's verdict, never from what a submission says about
+itself (`specdec_course.row.student_scores`).
+
+Example run: python -m pytest tests/course/test_row.py -q
+"""
+
+import copy
+
+import nbformat
+
+from specdec_course.row import student_scores
+
+from conftest import REPO
+
+RELEASE = nbformat.read(REPO / "assignment" / "speculative_decoding.ipynb", as_version=4)
+TESTS = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"]) for c in RELEASE.cells
+         if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def cell(notebook: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
+    return next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_edited_grading_metadata_earns_nothing():
+    """Points of a test cell raised, the hand-graded report turned into a test cell worth 100, with no error."""
+    forged = copy.deepcopy(RELEASE)
+    cell(forged, "test_exact").metadata["nbgrader"]["points"] = 1000
+    report = cell(forged, "report")
+    report.cell_type, report.outputs, report.execution_count = "code", [], 1
+    report.metadata["nbgrader"].update(grade=True, solution=False, points=100)
+    report.source = "print('all good')"
+    failed = dict.fromkeys(TESTS, 0.0)  # the verdict: nothing passed
+    scores = student_scores(forged, failed, RELEASE, before={})
+    assert all(scores[test][0] == 0.0 for test in TESTS), f"a test cell scores what the verdict gave it: {scores}"
+    auto, manual, needs_person = scores["report"]
+    assert auto is None and needs_person, f"the written report waits for a person, whatever its metadata: {auto}"
+    assert set(scores) == {c.metadata["nbgrader"]["grade_id"] for c in RELEASE.cells
+                           if c.metadata.get("nbgrader", {}).get("grade")}, "only the release's graded cells"
+
+
+def test_untouched_report_scores_zero():
+    scores = student_scores(copy.deepcopy(RELEASE), dict.fromkeys(TESTS, 0.0), RELEASE, before={})
+    assert scores["report"][0] == 0.0, f"a report left as handed out scores 0, as nbgrader has it: {scores['report']}"
