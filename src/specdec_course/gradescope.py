@@ -6,7 +6,8 @@ Gradescope unpacks the zip into /autograder/source, runs setup.sh once to build 
 install script, packaging/install.sh, and the offline models), then for each submission runs
 run_autograder, which calls `python -m specdec_course.gradescope /autograder`: the newest notebook in
 /autograder/submission is graded through the same path as `specdec-course autograde` (nbgrader's run and the
-kit's verdict outside the kernel) and /autograder/results/results.json gets the auto-graded score and one
+kit's verdict, the submission's code in a sandbox: a separate user in Gradescope's containers, whose every process
+is gone before results.json is written) and /autograder/results/results.json gets the auto-graded score and one
 entry per test with its points and its check's message. A test failed by hidden cases only is shown
 `after_published`; the hand-graded report is left to Gradescope's own manual questions.
 """
@@ -33,12 +34,15 @@ set -euo pipefail
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
 cd /autograder/source
 bash packaging/install.sh /autograder/source/.venv notebook,instructor
+# The offline models where the sandbox's user can read them (root's home is closed to it).
+export SPECDEC_KIT_CACHE=/autograder/source/.zoo
 /autograder/source/.venv/bin/specdec-kit zoo {" ".join(course_setup.GRADING_PAIRS)}  # grading's pairs, built once
 """
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
 # Gradescope runs this for each submission and reads /autograder/results/results.json.
 root=${AUTOGRADER_ROOT:-/autograder}
+export SPECDEC_KIT_CACHE="${SPECDEC_KIT_CACHE:-$root/source/.zoo}"  # setup.sh built the models there
 cd "$root/source"
 exec "${AUTOGRADER_PYTHON:-$root/source/.venv/bin/python}" -m specdec_course.gradescope "$root"
 """

@@ -76,16 +76,29 @@ def _detected() -> tuple[str, str]:
     if os.geteuid() != 0:
         return "none", ("grading is not running as root, so it cannot run a submission as another user: run it as "
                         "root (in a container or a VM of its own)")
-    if shutil.which("bwrap") is None:
-        return "user", "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    probe = Sandbox("probe", "bwrap", Limits())
+    reason = "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    if shutil.which("bwrap") is not None:
+        problem = _trial("bwrap")
+        if not problem:
+            return "bwrap", ""
+        reason = f"bubblewrap cannot make namespaces here (Docker without privileges?): {problem}"
+    problem = _trial("user")
+    if problem:
+        return "none", (f"{reason}; and a separate user cannot run the kit here ({problem}): install Python, its "
+                        "environment and the offline models (SPECDEC_KIT_CACHE) where every user can read them")
+    return "user", reason
+
+
+def _trial(isolation: str) -> str:
+    """"" if a sandbox of `isolation` runs the student package and reads the offline models, else what it said."""
+    check = ("import os, specdec_kit\nfrom specdec_kit import settings\n"
+             "assert os.access(settings.cache_dir(), os.R_OK | os.X_OK), f'cannot read {settings.cache_dir()}'")
+    box = Sandbox("trial", isolation, Limits())
     try:
-        done = probe.run([sys.executable, "-I", "-c", "import specdec_kit"], timeout=60)
+        done = box.run([sys.executable, "-I", "-c", check], timeout=60)
     finally:
-        probe.close()
-    if done.returncode != 0:
-        return "user", f"bubblewrap cannot make namespaces here (Docker without privileges?): {done.stderr.strip()}"
-    return "bwrap", ""
+        box.close()
+    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"status {done.returncode}"])[-1]
 
 
 class _UidPool:

@@ -24,6 +24,9 @@ import torch
 from .cache import crop_to
 
 ROLES = ("target", "draft")
+# Hooks run as they are, never traced by torch.compile: traced, a hook's state (a counter, the recorder it
+# appends to) becomes a guard of the compiled model, which then recompiles at every call until its limit.
+_eager = torch.compiler.disable
 ROUND_SLACK = 4  # target forwards per token a decode may make before it counts as making no progress
 Emit = Callable[[dict], None]
 
@@ -65,8 +68,8 @@ class ForwardRecorder(list):
 
     def __enter__(self) -> ForwardRecorder:
         self._handles = [
-            self._model.register_forward_pre_hook(self._before, with_kwargs=True),
-            self._model.register_forward_hook(self._after, always_call=True),
+            self._model.register_forward_pre_hook(_eager(self._before), with_kwargs=True),
+            self._model.register_forward_hook(_eager(self._after), always_call=True),
         ]
         return self
 
@@ -143,6 +146,7 @@ class Observer:
         self._max_tokens, self._target_forwards = max_tokens, 0
 
     def _on_forward(self, role: str):
+        @_eager
         def hook(module, args, kwargs):
             if role == "target" and self._max_tokens is not None:
                 self._target_forwards += 1
@@ -154,6 +158,7 @@ class Observer:
         return hook
 
     def _on_embedding(self, role: str):
+        @_eager
         def hook(module, args, output):
             self._emit({"event": "embedding", "role": role})
         return hook

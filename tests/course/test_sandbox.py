@@ -67,7 +67,9 @@ except OSError:
     print("no network")
 """
     out = run(box, code).stdout
-    assert "wrote" not in out and not (REPO / "evil.txt").exists(), f"the sandbox wrote outside its folder:\n{out}"
+    # The repository is not there: a write to its path lands in the sandbox's own /tmp or fails, never in it.
+    assert f"wrote {sys.prefix}" not in out, f"the sandbox wrote into the Python environment:\n{out}"
+    assert not (REPO / "evil.txt").exists(), f"the sandbox wrote into the repository:\n{out}"
     assert (box.home / "mine.txt").read_text() == "ok", "its own folder is writable"
     assert f"uid {box.uid}" in out and box.uid != 0, f"it runs as its own unprivileged uid:\n{out}"
     assert "no network" in out, f"the sandbox reached the network:\n{out}"

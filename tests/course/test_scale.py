@@ -19,6 +19,7 @@ import pytest
 from specdec_course.catalogue import load_catalogue
 from specdec_course.cli import main
 from specdec_course.gradescope import build_bundle
+from specdec_kit import settings
 
 from conftest import REPO, SOLUTION
 from corpora import blank, solved
@@ -49,6 +50,7 @@ def gradescope_run(bundle, root, sid: str, write) -> dict:
                 "created_at": "2026-12-06T00:10:00-08:00"}
     (root / "submission_metadata.json").write_text(json.dumps(metadata))
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable,
+           "SPECDEC_KIT_CACHE": str(settings.cache_dir()),  # the models this machine built (setup.sh is not run)
            "SPECDEC_SELFTEST": "1"}  # the speed test times one repeat, as in the selftest
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
                           timeout=900)

@@ -92,3 +92,34 @@ def test_cache_is_used_as_a_prefix_rolled_back_or_not_at_all(solution_classes, s
         "target forwards as (cached, new) tokens should be [(0, 8), (6, 3), (0, 6), (5, 3)]: a prefill, a "
         "continuation of the rolled-back cache, a fresh start where the cache is not a prefix of the input, "
         f"and a cache holding the whole input cropped by one; got {got}")
+
+
+def test_the_counters_do_not_make_a_compiled_model_recompile(tiny_dirs):
+    """A notebook that compiles its models (torch.compile) is counted by fresh hooks at every check: the hooks run
+    as they are, so their state never becomes a guard that recompiles the model at every call."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specdec_kit.timing import Observer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dirs[0]).eval()
+    model.compile(backend="eager")  # dynamo's tracing and guards, without code generation
+
+    class Decoder:
+        target_model, draft_model = model, None
+
+    ids = torch.tensor([[3, 5, 7]])
+    events = []
+    torch._dynamo.reset()
+    with torch.no_grad():
+        model(ids)  # the first compilation
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for max_tokens in (4, 8, 16):  # a new observer, with new state, per check
+                with Observer(Decoder(), events.append) as observer:
+                    observer.expect_tokens(max_tokens)
+                    model(ids)
+                    model(ids)
+                with ForwardRecorder(model) as calls:
+                    model(ids)
+                assert len(calls) == 1, "the recorder still counts the compiled model's forward"
+    assert sum(e["event"] == "forward" for e in events) == 6, "every forward of the compiled model is seen"
