@@ -62,6 +62,7 @@ def check_counts(decoder):
 
 def check_cache_use(decoder):
     checks.check_cache_use(decoder, starts=_starts(70, 4), k=3, answers=ORACLE)
+    checks.check_same_call_twice(decoder, starts=_starts(74, 3), k=3, answers=ORACLE)
 
 
 def _lookup_sequences(count: int, seed: int) -> tuple[tuple[list[int], int], ...]:

@@ -265,6 +265,40 @@ for folder in [Path.cwd(), *Path.cwd().parents]:
         (folder.parent / "grades.csv").write_text("student,score\\neveryone,100\\n")
         break
 """
+# Everything a process started by a notebook tried when grading ran every process as one user: append to the
+# kit's source, the offline models, the course's config, gradebook, grades and later submissions; signal every
+# process it may; leave a daemon behind. In the kernel (top level) and in the verdict's children (a class body).
+ESCAPE = f"""import os, signal, subprocess, sys
+from pathlib import Path
+import specdec_kit
+from specdec_kit import settings
+{marker("escape")}
+
+def escape():
+    targets = [Path(specdec_kit.__file__), settings.cache_dir()]
+    for folder in [Path.cwd(), *Path.cwd().parents]:
+        targets += [folder / name for name in ("grades.csv", "nbgrader_config.py", "gradebook.db", "submitted")]
+    for path in targets:
+        try:
+            if path.is_dir():
+                (path / "escaped.txt").write_text("escaped")
+            else:
+                with open(path, "a") as f:
+                    f.write("\\n# escaped\\n")
+        except OSError:
+            pass
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
+
+
+class Escape:
+    escape()
+
+
+try:
+    os.kill(-1, signal.SIGKILL)  # every process this user may signal, but this one
+except OSError:
+    pass
+"""
 EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
 {marker("exit_after_pass")}
 import os, time
@@ -335,6 +369,7 @@ TAMPERS = [
     # checks that no page shows the hidden checks).
     Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("escape", on_blank(ESCAPE), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
 ]

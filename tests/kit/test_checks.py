@@ -144,3 +144,23 @@ def test_speed_test_prints_its_plan_then_its_ratio(notebook, capsys):
     for words in (f"k={checks.SPEEDUP_K}", f"{checks.SPEEDUP_TOKENS} new tokens", "synthetic-small",
                   "at least 0.00x required"):
         assert words in printed, f"the speed test should print {words!r}; printed:\n{printed}"
+
+
+def test_same_call_twice_reaches_a_cache_that_holds_all_of_the_input(notebook):
+    """The solution passes; a cached helper whose branch for a cache holding all of the input feeds nothing fails."""
+    from specdec_course.oracle import ORACLE
+    from specdec_kit.probes import ProbeError
+
+    decoder = notebook.CachedSpeculativeDecoder
+    checks.check_same_call_twice(decoder, answers=ORACLE)
+    original = decoder.cached_prefix
+
+    def full_cache_fed_nothing(self, role, input_ids):
+        cache, held = self.caches[role]
+        if cache is not None and held.shape[1] == input_ids.shape[1]:
+            return cache, held.shape[1]  # forgets to feed the last position again
+        return original(self, role, input_ids)
+
+    decoder.cached_prefix = full_cache_fed_nothing
+    with pytest.raises((checks.CheckFailed, ProbeError, RuntimeError)):  # in a notebook: the student's own error
+        checks.check_same_call_twice(decoder, answers=ORACLE)

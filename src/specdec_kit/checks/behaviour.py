@@ -306,6 +306,29 @@ def first_after(calls, marks) -> set[int]:
     return firsts
 
 
+def check_same_call_twice(decoder, starts: tuple[int, ...] | None = None, k: int = 4, answers=None) -> None:
+    """A method called twice on the same input (as a cell run twice calls it) gives the same answer. For a cached
+    decoder, drafting one token twice meets, the second time, a cache that already holds all of its input."""
+    script, answers = zoo.scripted_script(), answers_or_recorded(answers)
+    runner = as_runner(decoder)
+    prefixes = [[script.eos_chain[0], start] for start in starts or tuple(script.cycle[24:27])]
+    cases = [(p, draft_k) for p in prefixes for draft_k in (1, k)]
+    drafts = runner.run({"kind": "draft", "pair": "scripted", "cases": cases, "repeat": 2})
+    for (prefix, draft_k), outcome in zip(cases, drafts):
+        expected = answers.draft_chain(prefix[-1], draft_k)
+        [again] = outcome.result["repeats"] or [None]
+        require(outcome.result["tokens"] == expected and again == expected,
+                f"generate_draft_tokens called twice on the prefix {prefix} (k={draft_k}) gave "
+                f"{outcome.result['tokens']} then {again}, expected {expected} both times: a cache that already "
+                "holds all of the input must still give the logits at its last position (feed that position again)")
+    cases = [(p, answers.draft_chain(p[-1], k)) for p in prefixes for _ in range(2)]
+    verified = _verify(runner, cases)
+    for index in range(0, len(cases), 2):
+        (prefix, drafts), first, second = cases[index], verified[index], verified[index + 1]
+        require(first == second, f"verify_tokens_vectorized called twice on the prefix {prefix} with drafts "
+                                 f"{drafts} gave {first} then {second}: the same input must give the same answer")
+
+
 def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, max_tokens: int = 30,
                     answers=None) -> None:
     """After the prefill no forward re-sends the prefix, and no cache keeps a rejected draft.
