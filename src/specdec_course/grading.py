@@ -9,8 +9,9 @@
 - the verdict (`verdict.py`): the kit's visible and hidden checks on the notebook's definitions, each check's
   probes in a child process, the judging in this process;
 and `row.py` makes the row from both. Once every kernel of the batch has finished (`finish`), the kit writes all
-verdicts and autograded notebooks again (`gradebook.py`; a kernel runs as the same user and could have touched
-them) and renders the feedback pages with nbgrader's generate_feedback (cleaned by `feedback.CleanFeedback`).
+verdicts and autograded notebooks again (`gradebook.py`; under `--no-sandbox` a kernel runs as the grading user
+and could have touched them) and renders the feedback pages with nbgrader's generate_feedback (cleaned by
+`feedback.CleanFeedback`).
 """
 
 from __future__ import annotations
