@@ -107,9 +107,8 @@ class Host:
         options = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        pass_fds=(theirs.fileno(),))
         if self.box is not None:
-            env = self.box.environment({k: v for k, v in env.items() if k in ("PATH", "LANG", settings.GRADING,
-                                                                               settings.THREADS)})
-            self._process = self.box.popen(argv, env=env, **options)
+            kept = {k: v for k, v in env.items() if k in ("PATH", "LANG", settings.GRADING, settings.THREADS)}
+            self._process = self.box.popen(argv, env=kept, **options)  # popen adds the sandbox's own variables
         else:
             self._process = subprocess.Popen(argv, env=env, start_new_session=True, **options)
         theirs.close()
