@@ -28,8 +28,8 @@ REFERENCE = Case("blank_reference", blank)  # the honest blank release, what eve
 def graded(tmp_path_factory):
     """The corpora graded as a class: (rows by student, the output folder, the autograder folder used).
 
-    The speed test times one repeat, as under the selftest: its warm-up still runs every prompt untimed
-    first, so an output kept from it is still caught."""
+    The speed test times one repeat, as under the selftest: its timed prompts are still ones the sandbox has not
+    seen, so an output kept from the warm-up is still no help."""
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setenv("SPECDEC_SELFTEST", "1")
     root = tmp_path_factory.mktemp("corpora")

@@ -31,20 +31,21 @@ SETUP_SH = f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, to build the autograder's image.
 set -euo pipefail
+root=${{AUTOGRADER_ROOT:-/autograder}}
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
-cd /autograder/source
-bash packaging/install.sh /autograder/source/.venv notebook,instructor
+cd "$root/source"
+bash packaging/install.sh "$root/source/.venv" notebook,instructor
 # The offline models where the sandbox's user can read them (root's home is closed to it).
-export SPECDEC_KIT_CACHE=/autograder/source/.zoo
-/autograder/source/.venv/bin/specdec-kit zoo {" ".join(course_setup.GRADING_PAIRS)}  # grading's pairs, built once
+export SPECDEC_KIT_CACHE="$root/source/.zoo"
+"$root/source/.venv/bin/specdec-kit" zoo {" ".join(course_setup.GRADING_PAIRS)}  # grading's pairs, built once
 """
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
 # Gradescope runs this for each submission and reads /autograder/results/results.json.
 root=${AUTOGRADER_ROOT:-/autograder}
-export SPECDEC_KIT_CACHE="${SPECDEC_KIT_CACHE:-$root/source/.zoo}"  # setup.sh built the models there
+export SPECDEC_KIT_CACHE="$root/source/.zoo"  # setup.sh built the models there
 cd "$root/source"
-exec "${AUTOGRADER_PYTHON:-$root/source/.venv/bin/python}" -m specdec_course.gradescope "$root"
+exec "$root/source/.venv/bin/python" -m specdec_course.gradescope "$root"
 """
 WITHHELD = "message withheld: it showed the grader's files; ask the course staff"
 

@@ -1,8 +1,9 @@
-"""Grading at class scale with the engines courses use: Gradescope's autograder bundle, run as Gradescope
-lays out /autograder, and one submission per container (`autograde-one`) gathered by `merge`.
+"""Grading at class scale with the engines courses use: Gradescope's autograder bundle, set up and run as Gradescope
+does, and one submission per container (`autograde-one`) gathered by `merge`.
 
-The bundle's setup.sh is not run (it installs into the image); its run_autograder is, on this venv, which
-`make` built with the same packaging/install.sh.
+The bundle is unzipped into a fresh `source/`, its `setup.sh` runs once as root (apt, `packaging/install.sh` into
+the bundle's own venv, the offline models), then its `run_autograder` runs per submission in a root laid out as
+Gradescope lays out `/autograder`, without namespaces (`SPECDEC_SANDBOX=user`), as in Gradescope's containers.
 """
 
 import csv
@@ -10,65 +11,87 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+import tempfile
 import zipfile
+from pathlib import Path
 
 import nbformat
 import pytest
 
+from specdec_course import sandbox
 from specdec_course.catalogue import load_catalogue
 from specdec_course.cli import main
 from specdec_course.gradescope import build_bundle
-from specdec_kit import settings
 
 from conftest import REPO, SOLUTION
 from corpora import blank, solved
 
 pytestmark = pytest.mark.slow
 BUG = next(e for e in load_catalogue(REPO / "autograder") if e.name == "off_by_one_late")
+FIRST_UID = int(os.environ.get(sandbox.UID_ENV, "64000"))
+
+
+def gradescope_env(root: Path) -> dict:
+    """What Gradescope's scripts see: the system's PATH (no virtual environment of this test run), root's pip
+    settings, and no namespaces for the sandbox."""
+    kept = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "SPECDEC_")) or k in ("HOME", "LANG")}
+    return {**kept, "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "AUTOGRADER_ROOT": str(root), "SPECDEC_SANDBOX": "user",
+            "SPECDEC_SELFTEST": "1"}  # the speed test times one repeat, as in the selftest
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bundle")
-    zipped = build_bundle(REPO, root / "autograder.zip")
-    with zipfile.ZipFile(zipped) as z:
-        names = z.namelist()
-        z.extractall(root / "source")
-    assert {"setup.sh", "run_autograder", "packaging/install.sh", "README.md", "autograder/hidden.py"} <= set(names), \
-        f"the bundle holds Gradescope's two scripts, the install script and the hidden checks: {names[:20]}"
-    return root / "source"
+def autograder():
+    """A Gradescope image: the bundle unzipped into a fresh `source/`, then its setup.sh run as root. The root is
+    outside root's home and /tmp's private folders, as /autograder is, so that the sandbox's user can reach it."""
+    if os.geteuid() != 0:
+        pytest.skip("setup.sh runs as root (apt-get, the sandbox's users), as on Gradescope")
+    root = Path(tempfile.mkdtemp(prefix="specdec-gradescope-", dir="/var/tmp"))
+    root.chmod(0o755)
+    try:
+        with zipfile.ZipFile(build_bundle(REPO, root / "autograder.zip")) as z:
+            z.extractall(root / "source")
+        for script in ("setup.sh", "run_autograder"):
+            (root / "source" / script).chmod(0o755)  # zipfile drops the mode; Gradescope's unzip keeps it
+        done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=gradescope_env(root),
+                              capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, f"setup.sh sets the image up: {(done.stdout + done.stderr)[-3000:]}"
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def gradescope_run(bundle, root, sid: str, write) -> dict:
-    """One Gradescope container: /autograder/source from the bundle, the submission and its metadata, then
-    run_autograder."""
-    shutil.copytree(bundle, root / "source")
+def gradescope_run(root: Path, sid: str, write) -> tuple[Path, dict]:
+    """One Gradescope container from the image: the submission and its metadata, then run_autograder. Returns the
+    grading folder (moved aside for `merge`) and results.json."""
+    for fresh in ("submission", "results", "work"):
+        shutil.rmtree(root / fresh, ignore_errors=True)
     (root / "submission").mkdir()
     write(root / "submission" / "speculative_decoding.ipynb")
     metadata = {"users": [{"sid": sid, "email": f"{sid}@example.org", "name": sid.title()}],
                 "created_at": "2026-12-06T00:10:00-08:00"}
     (root / "submission_metadata.json").write_text(json.dumps(metadata))
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable,
-           "SPECDEC_KIT_CACHE": str(settings.cache_dir()),  # the models this machine built (setup.sh is not run)
-           "SPECDEC_SELFTEST": "1"}  # the speed test times one repeat, as in the selftest
-    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run([str(root / "source" / "run_autograder")], env=gradescope_env(root), capture_output=True,
+                          text=True, timeout=900)
     assert done.returncode == 0, f"run_autograder exits 0 for {sid}: {done.stderr[-2000:]}"
-    return json.loads((root / "results" / "results.json").read_text())
+    left = [pid for uid in range(FIRST_UID, FIRST_UID + sandbox.UIDS) for pid in sandbox._pids_of_uid(uid)]
+    assert not left, f"every process of the sandbox's user is gone once results.json is written: {left}"
+    kept = root / "graded" / sid
+    kept.parent.mkdir(exist_ok=True)
+    shutil.move(root / "work", kept)
+    return kept, json.loads((root / "results" / "results.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def containers(bundle, tmp_path_factory):
-    """Four Gradescope containers: the solution (amy), the blank release (zed), a catalogued bug (bugsy) and a
-    broken file (Émilie)."""
+def containers(autograder):
+    """Four submissions, each in a fresh container of the image: the solution (amy), the blank release (zed), a
+    catalogued bug (bugsy) and a broken file (Émilie)."""
     from specdec_course.catalogue import make_submission
 
-    root = tmp_path_factory.mktemp("containers")
     cases = {"amy": lambda p: nbformat.write(solved(), p), "zed": lambda p: nbformat.write(blank(), p),
              "bugsy": lambda p: nbformat.write(make_submission(SOLUTION, BUG), p),
              "Émilie": lambda p: p.write_text("not a notebook")}
-    return {sid: (root / sid, gradescope_run(bundle, root / sid, sid, write)) for sid, write in cases.items()}
+    return {sid: gradescope_run(autograder, sid, write) for sid, write in cases.items()}
 
 
 def lost(document: dict) -> set[str]:
@@ -101,7 +124,7 @@ def test_one_submission_per_container_then_merge(containers, tmp_path):
     common = ["--solution", str(SOLUTION), "--autograder", str(REPO / "autograder")]
     assert main(["autograde-one", str(tmp_path / "carl.ipynb"), "--out", str(tmp_path / "carl"), *common]) == 0, \
         "autograde-one grades carl's file"
-    parts = [str(folder / "work") for folder, _ in containers.values()] + [str(tmp_path / "carl")]
+    parts = [str(folder) for folder, _ in containers.values()] + [str(tmp_path / "carl")]
     graded = tmp_path / "graded"
     assert main(["merge", *parts, "--out", str(graded), *common]) == 0, "merge gathers the five folders"
     with (graded / "grades.csv").open() as f:
@@ -109,6 +132,8 @@ def test_one_submission_per_container_then_merge(containers, tmp_path):
     statuses = {name: (row["status"], float(row["score"])) for name, row in rows.items()}
     assert statuses == {"amy": ("graded", 90), "zed": ("graded", 0), "bugsy": ("graded", 90 - 46),
                         "Émilie": ("invalid", 0), "carl": ("invalid", 0)}, statuses
+    assert {rows[n]["isolation"] for n in ("amy", "zed", "bugsy")} == {"user"}, \
+        "Gradescope's containers give no namespaces: the submissions ran as a separate user, and the rows say so"
     assert rows["amy"]["submitted_at"] == "2026-12-06T00:10:00-08:00", "Gradescope's submission time is kept"
     assert (graded / "feedback" / "amy.html").is_file(), "merge renders the graded students' feedback pages"
     page = (graded / "report.html").read_text()

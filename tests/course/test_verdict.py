@@ -99,24 +99,36 @@ def test_a_method_cannot_rewrite_the_judge(plan):
 
 
 @pytest.mark.slow
-def test_speed_is_timed_here_and_outputs_kept_between_runs_are_not_timed(tmp_path, monkeypatch):
-    """The reference clears the bar; a decoder that returns outputs kept from the untimed run is refused."""
+def test_speed_is_timed_here_and_stored_answers_do_not_help(tmp_path, monkeypatch):
+    """The reference clears the bar; a decoder that serves answers stored for the course's timing prompts (keyed by
+    their text, filled in the untimed warm-up) gives the wrong tokens on the unseen prompts that are timed."""
     monkeypatch.setenv("SPECDEC_SELFTEST", "1")  # one timed repeat
     full = verdict.load_plan(REPO / "autograder")
     plan = dataclasses.replace(full, tests={verdict.SPEED_TEST: full.tests[verdict.SPEED_TEST]})
     judged = judge(solved(), plan)
     assert judged.tests[verdict.SPEED_TEST].passed, judged.tests[verdict.SPEED_TEST].message
     assert judged.speed["vs_hf_assisted"] >= plan.min_ratio and judged.speed["runs"] == 2, judged.speed
-    memo = ("        key = (prompt, max_tokens, num_speculative_tokens)\n"
-            "        memo = type(self).__dict__.get('_memo') or {}\n"
-            "        type(self)._memo = memo\n"
-            "        if key not in memo:\n"
-            "            memo[key] = super().speculative_decode(prompt, max_tokens, num_speculative_tokens)\n"
-            "        return memo[key]\n")
+    stored = ("        key = (prompt[:40], max_tokens, num_speculative_tokens)\n"
+              "        memo = type(self).__dict__.get('_memo') or {}\n"
+              "        type(self)._memo = memo\n"
+              "        if key not in memo:\n"
+              "            memo[key] = super().speculative_decode(prompt, max_tokens, num_speculative_tokens)\n"
+              "        return memo[key]\n")
     reset = "        self.reset_caches()  # a new prompt shares nothing with the last one\n"
-    kept = edited(solved(), reset, reset + memo)
+    kept = edited(solved(), reset, reset + stored)
     result = judge(nbformat.from_dict(kept), plan).tests[verdict.SPEED_TEST]
-    assert not result.passed and "without running the target" in result.message, result.message
+    assert not result.passed and "leaves target greedy" in result.message, result.message
+
+
+def test_timed_prompts_are_unseen_and_the_same_in_every_run():
+    """Each (prompt, repeat) gets its own number from the course's seed: another seed, another prompt."""
+    from specdec_kit.prompts import load_prompts
+
+    prompt = load_prompts()[0]
+    first = verdict._unseen(prompt, 0, 51966)
+    assert first == verdict._unseen(prompt, 0, 51966) and first.text.startswith(prompt.text), first.text
+    others = {verdict._unseen(prompt, 1, 51966).text, verdict._unseen(prompt, 0, 7).text, first.text, prompt.text}
+    assert len(others) == 4, f"a repeat and a seed each change the timed prompt: {others}"
 
 
 def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
