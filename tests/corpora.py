@@ -240,6 +240,31 @@ MEMO = f"""        key = (prompt, max_tokens, num_speculative_tokens)
 
     def _decode(self, prompt, max_tokens, num_speculative_tokens):
 """
+# Forward events made up in the verdict's child (its class bodies run there): each forward without a cache is reported
+# as one on a cache holding the longest prefix reported before, so that a decoder that re-sends its prefix looks
+# like one that keeps its caches. The grader counts the forwards it runs itself, so this gains nothing.
+FORGE_FORWARDS = f"""class ForgedForwards:
+    {marker("forged_forwards")}
+    from specdec_kit import timing as _timing
+
+    def _on_forward(self, role, timing=_timing):
+        held = []
+
+        def hook(module, args, kwargs):
+            new, cached, ids = timing.describe_call(args, kwargs, True)
+            ids = list(ids or ())
+            if cached == 0:
+                common = 0
+                while common < min(len(held), len(ids) - 1) and held[common] == ids[common]:
+                    common += 1
+                cached, ids = common, ids[common:]
+            held[:] = held[:cached] + ids
+            self._emit({{"event": "forward", "role": role, "new_tokens": len(ids), "cached_tokens": cached,
+                        "ids": ids}})
+        return hook
+
+    _timing.Observer._on_forward = _on_forward
+"""
 SKIP_DRAFT = f"""        {marker("skip_draft")}
         ids = input_ids
         for _ in range(num_speculative_tokens):  # the target proposes its own tokens: every draft is accepted
@@ -352,8 +377,14 @@ TAMPERS = [
                                        CACHED_DECODE.replace("        self.reset_caches()",
                                                              PATCH_CLOCK + "        self.reset_caches()")),
          Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
-    Case("hide_forwards", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HIDE_FORWARDS),
-         Expected(loses=("test_counts",), targets=("test_counts",), marker=True)),
+    # A wasteful decoder (a second target forward per rejection) that hides its forwards, then one that forges them:
+    # the grader counts what it ran.
+    Case("hide_forwards", lambda: edited(catalogue_entry("extra_target_forward"), SPECULATIVE_DECODE,
+                                         SPECULATIVE_DECODE + HIDE_FORWARDS),
+         Expected(loses=("test_verify_alignment", "test_correction_and_bonus", "test_counts"),
+                  targets=("test_counts",), marker=True)),
+    Case("forged_forwards", lambda: with_cell(catalogue_entry("prefix_reencoded"), FORGE_FORWARDS, after="imports"),
+         Expected(loses=("test_cache_use", "test_speedup"), targets=("test_cache_use",), marker=True)),
     Case("generate_behind_counts", generate_behind_counts,
          Expected(loses=("test_counts", "test_speedup"), targets=("test_counts", "test_speedup"), marker=True)),
     Case("cached_outputs", lambda: edited(catalogue_entry("prefix_reencoded"), CACHED_DECODE,

@@ -118,13 +118,17 @@ def test_a_hang_costs_only_the_checks_it_hangs(graded):
         f"the message must name the call that hung; got {message!r}"
 
 
-def test_a_method_that_hides_its_forwards_loses_test_counts_only(graded):
-    """Hiding the uncached class's forwards (once judged again by tests/course/test_verdict.py, with the same edit)."""
+def test_forwards_a_method_hides_are_still_counted(graded):
+    """A decoder that runs the target twice on a rejection and removes the kit's hooks from its model loses what that
+    bug loses, test_counts saying why: the grading process counts the forwards it runs itself."""
+    from specdec_course.catalogue import load_catalogue
+
     rows, out, _ = graded
-    assert lost_anywhere(rows["hide_forwards"]) == {"test_counts"}, \
-        f"hiding forwards must cost test_counts only; lost {sorted(lost_anywhere(rows['hide_forwards']))}"
+    [bug] = [e for e in load_catalogue(REPO / "autograder") if e.name == "extra_target_forward"]
+    assert lost_anywhere(rows["hide_forwards"]) == set(bug.fails), \
+        f"hiding forwards changes nothing; lost {sorted(lost_anywhere(rows['hide_forwards']))}"
     message = verdicts(out, "hide_forwards")["test_counts"]
-    assert "forward" in message, f"test_counts should say which forwards were hidden: {message}"
+    assert "more than one target forward" in message, f"test_counts names the extra forward it counted: {message}"
 
 
 def lost_anywhere(row: dict) -> set[str]:

@@ -21,13 +21,15 @@ SRC = REPO / "src"
 KIT, COURSE = "specdec_kit", "specdec_course"
 LAYERS = {
     0: [f"{KIT}.{name}" for name in ("__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo",
-                                      "loading", "timing", "baseline", "theory", "sampling", "figures")],
+                                      "loading", "timing", "baseline", "theory", "sampling", "figures",
+                                      "remote")],
     1: [f"{KIT}.{name}" for name in ("probes", "bench", "plot", "demo", "checks", "adapters")],
     2: [f"{KIT}.cli"],
     3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
                                          "baseline_probe", "adaptive_bench", "publish", "release", "notebooks",
                                          "preprocessors", "sandbox", "enter", "sandbox_host",
-                                         "kernel_box", "isolation", "verdict", "scan", "feedback", "course_setup",
+                                         "kernel_box", "served", "isolation", "verdict", "scan", "feedback",
+                                         "course_setup",
                                          "notebook_run", "gradebook", "row", "grading",
                                          "collect", "results", "export", "report", "similarity", "gradescope",
                                          "catalogue", "selftest", "student_run")],

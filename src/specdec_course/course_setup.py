@@ -24,8 +24,9 @@ from .nbgrader_setup import (
     write_course_config,
 )
 from .release import render_release
+from .served import CHECK_PAIRS
 
-GRADING_PAIRS = ("scripted", "sampling", "tiny", "tiny-b", "synthetic-small")  # the pairs the checks load on a CPU
+GRADING_PAIRS = (*CHECK_PAIRS, "synthetic-small")  # the pairs grading loads on a CPU: the checks', the timing pair
 EXTRA_CREDIT_KEY = "specdec"  # cell metadata {"extra_credit": points} of a bonus test cell
 
 
@@ -120,12 +121,15 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
 
 
 def prepare_zoo() -> None:
-    """Build the zoo pairs the checks load before any job starts, so parallel jobs never wait on it, readable by
-    the sandboxes' users (a pair's folders are built private; its weights are public, made from seeds)."""
+    """Build the zoo pairs grading loads before any job starts, so parallel jobs never wait on it, readable by the
+    sandboxes' users (a pair's folders are built private), except the check pairs' weights: those only a notebook's
+    kernel reads (its visible tests run them); the verdict's models run in the grading process (`served.py`)."""
     for pair in GRADING_PAIRS:
         target, _ = zoo.materialize(pair)
         for path in [target.parent, *target.parent.rglob("*")]:
             path.chmod(path.stat().st_mode | (0o755 if path.is_dir() else 0o644))
+        if pair in CHECK_PAIRS and os.geteuid() == 0:
+            sandbox.restrict_weights([target.parent])
 
 
 def course_points(course: Path) -> dict[str, float]:

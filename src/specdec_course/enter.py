@@ -42,7 +42,7 @@ def main(spec: dict) -> None:
             _mount(source, target, None, MS_BIND | MS_REC)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel sets its own handler while it runs a cell
     if spec["uid"] is not None:
-        os.setgroups([])
+        os.setgroups(spec["groups"])
         os.setgid(spec["uid"])
         os.setuid(spec["uid"])
     os.chdir(spec["cwd"])

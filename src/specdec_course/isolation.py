@@ -12,9 +12,10 @@ The host (`sandbox_host.py`) has imported torch, transformers and the student pa
 submission's code; each child is forked from it with a channel of its own, so it starts in well under a second.
 The child limits its memory (RLIMIT_DATA), runs the submission's definitions (`adapters.code_to_run(...,
 definitions_only=True)`: imports, `def`, `class`, constants) and answers probe requests. Everything it sends is JSON
-read by `recv_bytes` with a size limit: nothing it sends is unpickled or executed here. Forward calls are sent as
-they happen. A request that does not finish within its time limit, or a child that dies, costs that request: the
-child's process group is killed and the next request starts a new child.
+read by `recv_bytes` with a size limit: nothing it sends is unpickled or executed here. The check pairs' models run
+here (`served.py`): a child's forward is a request this process runs and records. A request that does not finish
+within its time limit, or a child that dies, costs that request: the child's process group is killed and the next
+request starts a new child.
 
 The sandbox (`sandbox.py`) is the boundary: the child's code can change anything in its own processes (the probes,
 the events it sends), so what it sends is the student's claim, which the checks judge. The kit's own side of the
@@ -40,6 +41,7 @@ from specdec_kit import checks, settings
 from specdec_kit.probes import ProbeError, assemble
 
 from .sandbox import Sandbox
+from .served import ModelServer
 
 HOST_SCRIPT = Path(__file__).with_name("sandbox_host.py")
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
@@ -177,10 +179,13 @@ def _keep_log(stream, log: Path | None) -> None:
 
 
 class Child:
-    """One child of `host` running a submission's definitions; restarted after a timeout or a death."""
+    """One child of `host` running a submission's definitions; restarted after a timeout or a death. With `models`,
+    the child's decoders get stand-ins for those pairs' models, which run here: the forward events of its requests
+    are the server's record of what it ran; forward events the child sends are never read."""
 
-    def __init__(self, host: Host, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0):
-        self.host, self.cells, self.threads, self.memory_mb = host, cells, threads, memory_mb
+    def __init__(self, host: Host, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0,
+                 models: ModelServer | None = None):
+        self.host, self.cells, self.threads, self.memory_mb, self.models = host, cells, threads, memory_mb, models
         self.load_problems: list[str] = []
         self.classes: list[str] = []
         self._conn = self._pid = None
@@ -190,12 +195,15 @@ class Child:
         (`limit` says how the time limit reads in the message)."""
         if self._conn is None:
             self._start()
+        if self.models is not None:
+            self.models.reset()
         self._send(request)
         return self._events(time.monotonic() + seconds, limit or f"{seconds:.0f} s")
 
     def _start(self) -> None:
         self._conn, self._pid = self.host.fork({"cells": self.cells, "threads": self.threads,
-                                                "memory_mb": self.memory_mb})
+                                                "memory_mb": self.memory_mb,
+                                                "served": self.models.folders() if self.models else {}})
         [loaded] = [e for e in self._events(time.monotonic() + LOAD_SECONDS, f"{LOAD_SECONDS} s") if
                     e["event"] == "loaded"] or [None]
         if loaded is None:
@@ -226,13 +234,27 @@ class Child:
                 code = self.host.exit_status(self._pid) if died else None
                 self.close()
                 raise ChildFailed(_named(call), kind="ProcessDied", message=_death(e, code)) from None
-            if not isinstance(event, dict) or "event" not in event:
+            if not isinstance(event, dict) or event.get("event") in (None, "forward", "embedding"):
+                continue  # the child's own word on its forwards is not evidence
+            if event["event"] == "model":
+                events += self._serve(event, call)
                 continue
             if event["event"] == "call":
                 call = event
             events.append(event)
             if event["event"] in ("done", "loaded"):
                 return events
+
+    def _serve(self, request: dict, call: dict | None) -> list[dict]:
+        """Run the child's model request here and answer it (a child without models gets a refusal)."""
+        if self.models is None:
+            self._send({"ok": False, "kind": "RuntimeError", "message": "no models are served to this process"})
+            return []
+        try:
+            return self.models.serve(request, self._conn.send_bytes)
+        except OSError:
+            self.close()
+            raise ChildFailed(_named(call), kind="ChildDied", message="it stopped during a model's forward") from None
 
     def close(self) -> None:
         """Kill the child's process group (its own children too) and forget it."""

@@ -43,6 +43,7 @@ ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
 UID_ENV = "SPECDEC_SANDBOX_UID"  # the first of the sandboxes' uids (64000: Debian leaves 60000-64999 free)
 UIDS = 64  # uids taken from there: one per sandbox open at once, so that a sweep by uid hits one sandbox only
+WEIGHTS = "*.safetensors", "*.bin"  # a model folder's weights
 CGROUPS = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "freezer")
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
@@ -133,10 +134,11 @@ _serial = itertools.count()
 class Sandbox:
     """One sandbox: its folder, uid, cgroups and processes. `isolation` is one of `ISOLATIONS`."""
 
-    def __init__(self, name: str, isolation: str, limits: Limits):
+    def __init__(self, name: str, isolation: str, limits: Limits, weights: bool = True):
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         self.isolation, self.limits = isolation, limits
+        self.weights = weights  # reads the check pairs' weights (`restrict_weights`): a kernel does, a verdict not
         self.uid = None if isolation == "none" else _uids.take()
         self.root = Path(tempfile.mkdtemp(prefix="specdec-sandbox-"))
         self.home = self.root / "home"  # the scratch folder: the only place the sandbox writes
@@ -152,6 +154,7 @@ class Sandbox:
     def describe(self) -> str:
         """The sandbox as JSON, for another process of the grader to start processes in it (`attach`)."""
         return json.dumps({"isolation": self.isolation, "limits": vars(self.limits), "uid": self.uid,
+                           "weights": self.weights,
                            "root": str(self.root), "cgroup": {k: str(v) for k, v in self.cgroup.dirs.items()}
                            if self.cgroup else {}})
 
@@ -161,6 +164,7 @@ class Sandbox:
         fields = json.loads(description)
         box = cls.__new__(cls)
         box.isolation, box.limits, box.uid = fields["isolation"], Limits(**fields["limits"]), fields["uid"]
+        box.weights = fields["weights"]
         box.root = Path(fields["root"])
         box.home, box.runtime = box.root / "home", box.root / "runtime"
         box.cgroup = _Cgroup.attach({k: Path(v) for k, v in fields["cgroup"].items()}) if fields["cgroup"] else None
@@ -181,7 +185,7 @@ class Sandbox:
         cwd = cwd or self.home
         spec = {"cgroups": self.cgroup.procs_files() if self.cgroup else [], "rlimits": self._rlimits(),
                 "stage": None, "binds": [], "uid": self.uid, "argv": argv, "env": env,
-                "cwd": str(cwd)}
+                "groups": [weights_gid()] if self.weights else [], "cwd": str(cwd)}
         if self.isolation == "bwrap":
             readable = _readable_paths()
             spec.update(stage=str(STAGE), binds=[str(p) for p in readable], env=None,
@@ -307,6 +311,21 @@ class Sandbox:
         for key, value in env.items():
             argv += ["--setenv", key, value]
         return [*argv, "--"]
+
+
+def weights_gid() -> int:
+    """The group that may read the check pairs' weights (the gid after the sandboxes' uids)."""
+    return int(os.environ.get(UID_ENV, "64000")) + UIDS
+
+
+def restrict_weights(folders: list[Path]) -> None:
+    """Make the weights under `folders` readable by root and `weights_gid()` only: a sandbox made with
+    `weights=False` (the verdict's: its models run in the grading process) cannot compute with them."""
+    for pattern in WEIGHTS:
+        for folder in folders:
+            for path in folder.rglob(pattern):
+                os.chown(path, 0, weights_gid())
+                path.chmod(0o640)
 
 
 def hide(folders: list[Path]) -> None:

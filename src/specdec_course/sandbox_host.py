@@ -81,6 +81,10 @@ def _child(conn: Connection, start: dict) -> None:
         limit = start["memory_mb"] << 20
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     set_threads(start["threads"])
+    if start["served"]:  # before the submission's code: its decoders' models then run in the grading process
+        from specdec_kit import remote
+
+        remote.install(conn, {path: tuple(where) for path, where in start["served"].items()})
     module, problems = run_definitions([tuple(cell) for cell in start["cells"]])
     classes = [name for name, value in vars(module).items() if isinstance(value, type)]
     emit({"event": "loaded", "problems": problems, "classes": classes})

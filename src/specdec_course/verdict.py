@@ -8,8 +8,9 @@ The grading process holds the checks, the hidden checks (`autograder/hidden.py`,
 auto-graded test's class and checks) and the reference answers; it never runs a submission's code. It
 lists the cells a child process will take definitions from (`adapters.cells_to_consider`), and every
 check runs its probes in that child (`isolation.py`), forked in the notebook's sandbox (`sandbox.py`), with a
-time limit of its own: a hang or a crash costs the checks it hits, not the notebook. The speed test gates on
-the child's forwards and tokens, then times the student's cached decoder (one fresh child) against HF assisted
+time limit of its own: a hang or a crash costs the checks it hits, not the notebook. The check pairs' models run in
+this process for the child (`served.py`), which records every forward. The speed test gates on those forwards and
+the child's tokens, then times the student's cached decoder (one fresh child) against HF assisted
 generation and target greedy (another fresh child, the kit's code only, outside the sandbox, which is frozen
 meanwhile) with this process's clock, one timing at a time on the machine.
 """
@@ -32,6 +33,7 @@ from specdec_kit.probes import ProbeError, assemble
 
 from .isolation import KIT, QUIET, Child, ChildFailed, ChildRunner, Host
 from .sandbox import Limits, Sandbox
+from .served import CHECK_PAIRS, ModelServer
 
 SPEED_TEST = "test_speedup"
 
@@ -117,9 +119,9 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
     """
     cells = [(label, source) for _, label, source, _ in cells_to_consider(notebook)]
     verdict = Verdict(not_run=not_run(notebook))
-    box = Sandbox(log.stem if log else "verdict", isolation, plan.limits())
+    box = Sandbox(log.stem if log else "verdict", isolation, plan.limits(), weights=False)
     host = Host(box, log, threads)
-    child = Child(host, cells, threads, plan.memory_mb)
+    child = Child(host, cells, threads, plan.memory_mb, ModelServer(CHECK_PAIRS))
     budget = Budget(plan.verdict_seconds)
     try:
         for test, (class_name, test_checks) in plan.tests.items():

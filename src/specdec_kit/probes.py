@@ -22,7 +22,8 @@ Kinds of probe (`request["kind"]`):
   `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off).
 - `sample`: `speculative_sample(prompt, max_tokens, k, temperature, top_p, generator)` `samples` times per
   case `[prompt, max_tokens, k, temperature, top_p, samples, seed]`, one generator seeded with `seed`
-  (and torch's global one too, for code that ignores the generator); reports the tokens of each sample.
+  (and torch's global one too, for code that ignores the generator); reports the tokens of each sample and,
+  as `decode` does, every forward (with `"ids": true` the ids each fed).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from functools import cache, partial
 
 import torch
 
-from . import settings, zoo
+from . import remote, settings, zoo
 from .result import DecodeResult
 from .timing import ROLES, Emit, ForwardCall, ForwardCosts, NoProgress, Observer
 
@@ -158,9 +159,12 @@ def _mismatched_vocab(request: dict, decoder, decoder_class: type, emit: Emit) -
     if getattr(decoder, "draft_tokenizer", None) is None:
         return "not tried"
     target_dir, draft_dir = pair_dirs(request["pair"])
+    served = remote.served(draft_dir)  # grading: the weights are the grader's, the copy is served as the draft
     with tempfile.TemporaryDirectory() as tmp:
         other = os.path.join(tmp, "draft-with-another-vocabulary")
-        shutil.copytree(draft_dir, other)
+        shutil.copytree(draft_dir, other, ignore=shutil.ignore_patterns("*.safetensors", "*.bin") if served else None)
+        if served:
+            remote.alias(other, *served)
         tokenizer = type(decoder.draft_tokenizer).from_pretrained(other)
         tokenizer.add_tokens(["<not-in-the-target-vocabulary>"])
         tokenizer.save_pretrained(other)
@@ -235,7 +239,7 @@ def probe_sample(request: dict, decoder_class: type, emit: Emit) -> None:
                     f"temperature={temperature}, top_p={top_p}")
         sample = partial(decoder.speculative_sample, temperature=temperature, top_p=top_p, generator=generator)
         tokens = []
-        with Observer(decoder, lambda event: None) as observer:  # forwards not reported: only NoProgress matters
+        with Observer(decoder, emit, request.get("ids", False)) as observer:
             for _ in range(samples):
                 observer.expect_tokens(max_tokens)
                 got = call_student("speculative_sample", sample, prompt, max_tokens, k, emit=emit, describe=describe)

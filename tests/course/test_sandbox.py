@@ -5,9 +5,12 @@ Example run: python -m pytest tests/course/test_sandbox.py -q
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +118,40 @@ def test_refused_without_a_sandbox(monkeypatch, tmp_path):
     with pytest.raises(sandbox.SandboxError, match="--no-sandbox"):
         course_setup.setup_batch(tmp_path / "course", REPO / "solutions" / "speculative_decoding.ipynb",
                                  REPO / "autograder")
+
+
+@requires_bwrap
+def test_only_a_kernels_sandbox_reads_the_check_pairs_weights(monkeypatch):
+    """Weights restricted to the kernels' group: a kernel's sandbox reads them (its visible tests run the models), a
+    verdict's cannot (its models run in the grading process, which counts every forward). The same holds without
+    namespaces (file modes and groups): tests/course/test_scale.py grades under `user`."""
+    root = Path(tempfile.mkdtemp(prefix="specdec-weights-", dir="/var/tmp"))  # reachable by any user, as a zoo is
+    monkeypatch.setenv("SPECDEC_KIT_CACHE", str(root))  # bound into a bwrap sandbox as the zoo is
+    folder = root / "pair" / "target"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    for path in (root, root / "pair", folder, folder / "config.json"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    sandbox.restrict_weights([root / "pair"])
+    code = f"""
+import os
+for name in ("config.json", "model.safetensors"):
+    try:
+        open(os.path.join({str(folder)!r}, name), "rb").read()
+        print("read", name)
+    except OSError:
+        print("refused", name)
+"""
+    seen = {}
+    try:
+        for weights in (True, False):
+            box = Sandbox("test-weights", "bwrap", Limits(), weights=weights)
+            try:
+                seen[weights] = box.run([sys.executable, "-I", "-c", code], timeout=60).stdout
+            finally:
+                box.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert "read model.safetensors" in seen[True] and "read config.json" in seen[True], seen[True]
+    assert "refused model.safetensors" in seen[False] and "read config.json" in seen[False], seen[False]

@@ -345,35 +345,40 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
         expected = answers.rounds(start, k, max_tokens)
         result = decoded(outcome, f"prompt {prompt!r}")
         require(result.token_ids == expected.token_ids, "the cached decoder must produce the target's greedy tokens")
-        require_seen_forwards(outcome)
-        text = zoo_tokenizer()(prompt).input_ids + list(result.token_ids)
-        target_calls, draft_calls = outcome.forwards["target"], outcome.forwards["draft"]
-        missing = unfed_position(target_calls, text)
-        require(missing is None, f"no target forward the kit saw fed position {missing} of the text: every "
-                                 "forward must go through the model's own call, with its hooks in place")
-        # A round starts at a target forward: the draft's next forward must find its cache cropped.
-        draft_round_starts = first_after(draft_calls, target_calls)
-        for role, calls, most, judged in (("target", target_calls, k + 1, None),
-                                          ("draft", draft_calls, 2, draft_round_starts)):
-            afresh = next((i for i, call in enumerate(calls) if i > 0 and call.cached_tokens == 0), None)
-            require(afresh is None,
-                    f"the {role}'s forward {afresh} started from an empty cache and fed "
-                    f"{calls[afresh].new_tokens if afresh is not None else 0} tokens, the whole text so far: keep "
-                    "the cache across rounds (cached_prefix) and, after a rejection, crop it in rollback so that "
-                    "it still holds a prefix of the text")
-            sent = [c.new_tokens for c in calls]
-            require(max(sent[1:], default=0) <= most,
-                    f"{role} forwards fed {sent} tokens: after the prefill the {role} should feed at most {most} "
-                    + ("(the last token and the k drafts) " if role == "target" else
-                       "(one per draft step, two right after a fully accepted round) ")
-                    + "on a KV cache kept across rounds, never the prefix again")
-            stale = stale_cache_position(calls, text, judged)
-            if stale is not None:
-                raise CheckFailed(
-                    f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
-                    f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
-                    "(specdec_kit.crop_to) in rollback, before the next round")
+        judge_cache_use(outcome, zoo_tokenizer()(prompt).input_ids + list(result.token_ids), k)
     check_other_text_starts_afresh(decoder, k, answers)
+
+
+def judge_cache_use(outcome: CaseOutcome, text: list[int], k: int) -> None:
+    """The forwards of one decode that ended in `text` (prompt and output ids), at k drafts a round: after the
+    prefill none starts afresh or re-sends the prefix, and no cache keeps a rejected draft."""
+    require_seen_forwards(outcome)
+    target_calls, draft_calls = outcome.forwards["target"], outcome.forwards["draft"]
+    missing = unfed_position(target_calls, text)
+    require(missing is None, f"no target forward the kit saw fed position {missing} of the text: every "
+                             "forward must go through the model's own call, with its hooks in place")
+    # A round starts at a target forward: the draft's next forward must find its cache cropped.
+    draft_round_starts = first_after(draft_calls, target_calls)
+    for role, calls, most, judged in (("target", target_calls, k + 1, None),
+                                      ("draft", draft_calls, 2, draft_round_starts)):
+        afresh = next((i for i, call in enumerate(calls) if i > 0 and call.cached_tokens == 0), None)
+        require(afresh is None,
+                f"the {role}'s forward {afresh} started from an empty cache and fed "
+                f"{calls[afresh].new_tokens if afresh is not None else 0} tokens, the whole text so far: keep "
+                "the cache across rounds (cached_prefix) and, after a rejection, crop it in rollback so that "
+                "it still holds a prefix of the text")
+        sent = [c.new_tokens for c in calls]
+        require(max(sent[1:], default=0) <= most,
+                f"{role} forwards fed {sent} tokens: after the prefill the {role} should feed at most {most} "
+                + ("(the last token and the k drafts) " if role == "target" else
+                   "(one per draft step, two right after a fully accepted round) ")
+                + "on a KV cache kept across rounds, never the prefix again")
+        stale = stale_cache_position(calls, text, judged)
+        if stale is not None:
+            raise CheckFailed(
+                f"the {role}'s KV cache still held a rejected draft token (position {stale[1]}) at its "
+                f"forward {stale[0]}: after a rejection crop the cache to the accepted text "
+                "(specdec_kit.crop_to) in rollback, before the next round")
 
 
 def check_other_text_starts_afresh(decoder, k: int = 4, answers=None) -> None:

@@ -20,8 +20,9 @@ from functools import cache
 import torch
 from scipy.stats import chisquare
 
-from ..baseline import zoo_model
+from ..baseline import zoo_model, zoo_tokenizer
 from ..sampling import warp
+from .behaviour import judge_cache_use
 from .core import CheckFailed, as_runner, require
 
 PAIR = "sampling"
@@ -50,13 +51,17 @@ class SamplingCase:
         return f"k={self.k}, temperature={self.temperature}, top_p={self.top_p}, prompt {self.prompt!r}"
 
 
+CACHE_CASE = SamplingCase("The future of Artificial Intelligence is", 3, 1.0, 1.0, seed=3)
+CACHE_TOKENS = 24  # several rounds, rejections among them: the draft's mass lies elsewhere on this pair
 CASES = (SamplingCase("The future of Artificial Intelligence is", 2, 1.0, 1.0, seed=1),
          SamplingCase("The future of Artificial Intelligence is", 1, 0.7, 0.8, seed=2))
 
 
-def check_sampling(decoder, cases: tuple[SamplingCase, ...] = CASES, samples: int = SAMPLES) -> None:
+def check_sampling(decoder, cases: tuple[SamplingCase, ...] = CASES, samples: int = SAMPLES,
+                   cache_case: SamplingCase = CACHE_CASE) -> None:
+    runner = as_runner(decoder)
     requests = [[c.prompt, c.max_tokens, c.k, c.temperature, c.top_p, samples, c.seed] for c in cases]
-    outcomes = as_runner(decoder).run({"kind": "sample", "pair": PAIR, "cases": requests})
+    outcomes = runner.run({"kind": "sample", "pair": PAIR, "cases": requests})
     for case, outcome in zip(cases, outcomes):
         result = outcome.result
         require(result["type"] == "DecodeResult",
@@ -66,6 +71,21 @@ def check_sampling(decoder, cases: tuple[SamplingCase, ...] = CASES, samples: in
                 f"{case.describe()}: with max_tokens={case.max_tokens} every sample must have {case.max_tokens} "
                 f"tokens (this pair never emits EOS), got lengths {dict(lengths)}")
         judge_case(case, [tuple(tokens[:2]) for tokens in result["samples"]])
+    check_sampler_cache(runner, cache_case)
+
+
+def check_sampler_cache(runner, case: SamplingCase, max_tokens: int = CACHE_TOKENS) -> None:
+    """One longer sample, judged by its forwards as test_cache_use judges the cached decoder's: the sampler keeps
+    both caches across rounds and crops them after a rejection."""
+    [outcome] = runner.run({"kind": "sample", "pair": PAIR, "ids": True, "cases": [
+        [case.prompt, max_tokens, case.k, case.temperature, case.top_p, 1, case.seed]]})
+    require(outcome.result["type"] == "DecodeResult" and outcome.result["samples"],
+            f"{case.describe()}: speculative_sample must return a specdec_kit.DecodeResult")
+    text = zoo_tokenizer(PAIR)(case.prompt).input_ids + list(outcome.result["samples"][0])
+    try:
+        judge_cache_use(outcome, text, case.k)
+    except CheckFailed as e:
+        raise CheckFailed(f"sampling {max_tokens} tokens, {case.describe()}: {e}") from None
 
 
 def judge_case(case: SamplingCase, pairs: list[tuple[int, int]]) -> None:

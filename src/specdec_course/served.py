@@ -1,0 +1,224 @@
+"""The check pairs' models, run in the grading process for a grading child: the child's decoder holds stand-ins
+(`specdec_kit.remote`), whose weights it cannot read, and every forward it makes is run, and recorded, here.
+
+    server = ModelServer(["scripted", "tiny"])
+    child = Child(host, cells, threads, memory_mb, server)   # the child's from_pretrained of server.folders() serve
+    events = server.serve(request, child_connection.send_bytes)   # a child's request: run it, reply, record it
+
+The forward events the checks judge (how many tokens each call fed, what its cache held, the ids) are the ones
+`serve` returns: the grader's record of what it ran. A request is JSON from the sandbox, checked before use; a
+refused one gets a reply that says why, which the child's code sees as an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import threading
+from collections import OrderedDict
+
+import torch
+
+from specdec_kit import zoo
+from specdec_kit.loading import dtype_kwargs
+from specdec_kit.timing import ROLES, ForwardRecorder
+
+CHECK_PAIRS = ("scripted", "sampling", "tiny", "tiny-b")  # the pairs the checks load: all but the timing pair
+MAX_ROWS = 1  # the decoders work on batch size 1
+MAX_TOKENS = 2048  # positions fed in one request (the pairs' longest context)
+MAX_HELD = 20_000  # positions the caches kept for one child may hold together (keys and values kept here)
+MAX_CACHES = 256  # caches kept for one child: past either bound, the least recently used are let go
+MAX_NEW = 1024  # new tokens of one generate
+GENERATE_SETTINGS = {"max_new_tokens", "min_new_tokens", "max_length", "do_sample", "eos_token_id", "pad_token_id",
+                     "temperature", "top_p", "top_k", "use_cache", "assistant_model", "num_assistant_tokens",
+                     "num_assistant_tokens_schedule", "assistant_confidence_threshold", "prompt_lookup_num_tokens",
+                     "return_dict_in_generate", "output_scores", "output_logits"}
+
+_loaded: dict[tuple[str, str], torch.nn.Module] = {}
+_in_use: dict[int, threading.Lock] = {}  # id(model) -> its lock: transformers' forward is not safe to run from two
+_loading = threading.Lock()             # threads at once (it hooks the model while it runs), so one at a time
+
+
+def model(pair: str, role: str) -> torch.nn.Module:
+    """`pair`'s `role` model in fp32 on the CPU, loaded once per grading process (shared by its jobs, one forward at a
+    time: `running`)."""
+    with _loading:
+        if (pair, role) not in _loaded:
+            from transformers import AutoModelForCausalLM
+            from transformers.utils import logging as hf_logging
+
+            folder = zoo.materialize(pair)[ROLES.index(role)]
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # a grading log, not a terminal
+            try:
+                loaded = AutoModelForCausalLM.from_pretrained(folder, **dtype_kwargs(torch.float32))
+                _in_use[id(loaded)] = threading.Lock()
+                _loaded[(pair, role)] = loaded.eval()
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
+        return _loaded[(pair, role)]
+
+
+@contextlib.contextmanager
+def running(*models: torch.nn.Module):
+    """Hold `models` (loaded by `model`) for one forward or generate of this thread."""
+    with contextlib.ExitStack() as stack:
+        for _, lock in sorted({id(m): _in_use[id(m)] for m in models}.items()):  # one order: no deadlock
+            stack.enter_context(lock)
+        yield
+
+
+class Refused(ValueError):
+    """A request the grader does not run (its reply says why)."""
+
+
+class ModelServer:
+    """Runs `pairs`' models for one child; holds that child's caches by handle, forgotten at each new request."""
+
+    def __init__(self, pairs: list[str]):
+        self.pairs = list(pairs)
+        self._caches: OrderedDict[int, object] = OrderedDict()  # least recently used first
+        self._handles = itertools.count(1)
+
+    def folders(self) -> dict[str, list[str]]:
+        """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
+        return {str(folder): [pair, role] for pair in self.pairs for role, folder in zip(ROLES, zoo.materialize(pair))}
+
+    def reset(self) -> None:
+        self._caches.clear()
+
+    def serve(self, request: dict, send) -> list[dict]:
+        """Run the child's `request`, `send` the reply (a JSON header, then any data), return the forward events of
+        what ran."""
+        events: list[dict] = []
+        try:
+            header, data = self._run(request, events)
+        except Refused as e:
+            header, data = {"ok": False, "kind": "ValueError", "message": str(e)}, None
+        except Exception as e:  # the model's own complaint about an input: the child's to handle, never the grader's
+            header, data = {"ok": False, "kind": type(e).__name__, "message": str(e)[:2000]}, None
+        send(json.dumps({**header, "data": data is not None}).encode())
+        if data is not None:
+            send(data)
+        return events
+
+    def _run(self, request: dict, events: list[dict]) -> tuple[dict, bytes | None]:
+        op = request.get("op")
+        if op == "crop":
+            cache = self._cache(request.get("cache"))
+            cache.crop(_integer(request.get("length"), "length"))
+            return {"ok": True, "length": cache.get_seq_length()}, None
+        if op == "clone":
+            cache = self._cache(request.get("cache"))
+            self._room(cache.get_seq_length())
+            return {"ok": True, "cache": self._keep(copy.deepcopy(cache)), "length": cache.get_seq_length()}, None
+        if op == "forward":
+            return self._forward(request, events)
+        if op == "generate":
+            return self._generate(request, events)
+        raise Refused(f"unknown request {op!r}")
+
+    def _model(self, request: dict) -> torch.nn.Module:
+        pair, role = request.get("pair"), request.get("role")
+        if pair not in self.pairs or role not in ROLES:
+            raise Refused(f"no model {pair!r} {role!r} is served here")
+        return model(pair, role)
+
+    def _forward(self, request: dict, events: list[dict]) -> tuple[dict, bytes]:
+        net = self._model(request)
+        ids = _ids(request.get("ids"), net.config.vocab_size)
+        handle = request.get("cache")
+        cache = self._cache(handle) if handle is not None else None
+        cached = cache.get_seq_length() if cache is not None else 0
+        self._room(ids.shape[1])
+        kwargs = {"input_ids": ids, "past_key_values": cache, "use_cache": request.get("use_cache")}
+        positions = net.config.max_position_embeddings
+        if request.get("mask") is not None:
+            kwargs["attention_mask"] = _ids(request["mask"], 2)
+        if request.get("position_ids") is not None:
+            kwargs["position_ids"] = _ids(request["position_ids"], positions)
+        if request.get("cache_position") is not None:
+            kwargs["cache_position"] = _ids([request["cache_position"]], positions)[0]
+        if request.get("logits_to_keep"):
+            kwargs["logits_to_keep"] = _integer(request["logits_to_keep"], "logits_to_keep")
+        with running(net), torch.inference_mode():
+            out = net(**kwargs)
+        events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
+        kept = out.past_key_values
+        if kept is not None and cache is None:
+            handle = self._keep(kept)
+        logits = out.logits.float().contiguous()
+        header = {"ok": True, "shape": list(logits.shape), "cache": handle if kept is not None else None,
+                  "length": kept.get_seq_length() if kept is not None else 0}
+        return header, logits.numpy().tobytes()
+
+    def _generate(self, request: dict, events: list[dict]) -> tuple[dict, None]:
+        net = self._model(request)
+        settings = request.get("settings") or {}
+        if not isinstance(settings, dict) or set(settings) - GENERATE_SETTINGS:
+            raise Refused(f"generate takes, while grading, only {sorted(GENERATE_SETTINGS)}")
+        if settings.get("return_dict_in_generate") or settings.get("output_scores") or settings.get("output_logits"):
+            raise Refused("generate returns the sequences only while grading")
+        roles = {request["role"]: net}
+        if settings.get("assistant_model") is not None:
+            pair, role = (settings["assistant_model"] + [None, None])[:2]
+            settings["assistant_model"] = roles[role] = self._model({"pair": pair, "role": role})
+        ids = _ids(request.get("ids"), net.config.vocab_size)
+        new = _integer(settings.get("max_new_tokens", 20), "max_new_tokens")
+        if not 0 <= new <= MAX_NEW or settings.get("max_length", 0) > ids.shape[1] + MAX_NEW:
+            raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")
+        mask = request.get("mask")
+        with running(*roles.values()), torch.inference_mode(), contextlib.ExitStack() as stack:
+            recorders = {role: stack.enter_context(ForwardRecorder(m, record_ids=True)) for role, m in roles.items()}
+            sequences = net.generate(ids, attention_mask=_ids(mask, 2) if mask is not None else None, **settings)
+        calls = sorted(((role, call) for role, recorder in recorders.items() for call in recorder),
+                       key=lambda entry: entry[1].started)
+        events += [_event(role, c.new_tokens, c.cached_tokens, list(c.input_ids or ())) for role, c in calls]
+        return {"ok": True, "sequences": sequences.tolist()}, None
+
+    def _cache(self, handle):
+        if not isinstance(handle, int) or handle not in self._caches:
+            raise Refused(f"no cache {handle!r} is held here: a cache lasts for one check's request, and of more than "
+                          f"{MAX_CACHES} caches (or {MAX_HELD} positions) the least recently used are let go")
+        self._caches.move_to_end(handle)
+        return self._caches[handle]
+
+    def _keep(self, cache) -> int:
+        handle = next(self._handles)
+        self._caches[handle] = cache
+        return handle
+
+    def _room(self, new: int) -> None:
+        """Let go of the least recently used caches until `new` more positions and one more cache fit."""
+        held = sum(cache.get_seq_length() for cache in self._caches.values())
+        while self._caches and (held + new > MAX_HELD or len(self._caches) >= MAX_CACHES):
+            _, oldest = self._caches.popitem(last=False)
+            held -= oldest.get_seq_length()
+
+
+def _event(role: str, new_tokens: int, cached: int, ids: list[int]) -> dict:
+    return {"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached, "ids": ids}
+
+
+def _integer(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Refused(f"{name} must be a whole number")
+    return value
+
+
+def _ids(rows, bound: int | None) -> torch.Tensor:
+    """Rows of whole numbers (each in 0..bound - 1 when `bound` is given) as a (batch, n) long tensor."""
+    if (not isinstance(rows, list) or not rows or len(rows) > MAX_ROWS or not all(isinstance(r, list) for r in rows)
+            or len({len(r) for r in rows}) != 1 or not 0 < len(rows[0]) <= MAX_TOKENS):
+        raise Refused(f"ids must be {MAX_ROWS} row(s) of 1 to {MAX_TOKENS} positions (the decoders work on batch "
+                      "size 1)")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for row in rows for v in row):
+        raise Refused("ids must be whole numbers")
+    ids = torch.tensor(rows, dtype=torch.long)
+    if bound is not None and (ids.min() < 0 or ids.max() >= bound):
+        raise Refused(f"values must lie in 0..{bound - 1}")
+    return ids
+
