@@ -43,7 +43,6 @@ ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
 UID_ENV = "SPECDEC_SANDBOX_UID"  # the first of the sandboxes' uids (64000: Debian leaves 60000-64999 free)
 UIDS = 64  # uids taken from there: one per sandbox open at once, so that a sweep by uid hits one sandbox only
-WEIGHTS = "*.safetensors", "*.bin"  # a model folder's weights
 CGROUPS = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "freezer")
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
@@ -321,7 +320,9 @@ def weights_gid() -> int:
 def restrict_weights(folders: list[Path]) -> None:
     """Make the weights under `folders` readable by root and `weights_gid()` only: a sandbox made with
     `weights=False` (the verdict's: its models run in the grading process) cannot compute with them."""
-    for pattern in WEIGHTS:
+    from specdec_kit.remote import WEIGHT_FILES
+
+    for pattern in WEIGHT_FILES:
         for folder in folders:
             for path in folder.rglob(pattern):
                 os.chown(path, 0, weights_gid())

@@ -22,7 +22,7 @@ from collections import OrderedDict
 import torch
 
 from specdec_kit import zoo
-from specdec_kit.loading import dtype_kwargs
+from specdec_kit.loading import load_model, resolve_pair
 from specdec_kit.timing import ROLES, ForwardRecorder
 
 CHECK_PAIRS = ("scripted", "sampling", "tiny", "tiny-b")  # the pairs the checks load: all but the timing pair
@@ -43,19 +43,18 @@ _loading = threading.Lock()             # threads at once (it hooks the model wh
 
 def model(pair: str, role: str) -> torch.nn.Module:
     """`pair`'s `role` model in fp32 on the CPU, loaded once per grading process (shared by its jobs, one forward at a
-    time: `running`)."""
+    time: `running`). A copy of its own, not `baseline.zoo_model`'s: the grader's own computations use that one
+    without the lock, and a generate here hooks the model it runs."""
     with _loading:
         if (pair, role) not in _loaded:
-            from transformers import AutoModelForCausalLM
             from transformers.utils import logging as hf_logging
 
-            folder = zoo.materialize(pair)[ROLES.index(role)]
             bars = hf_logging.is_progress_bar_enabled()
             hf_logging.disable_progress_bar()  # a grading log, not a terminal
             try:
-                loaded = AutoModelForCausalLM.from_pretrained(folder, **dtype_kwargs(torch.float32))
+                loaded, _ = load_model(resolve_pair(pair)[ROLES.index(role)], "cpu", torch.float32)
                 _in_use[id(loaded)] = threading.Lock()
-                _loaded[(pair, role)] = loaded.eval()
+                _loaded[(pair, role)] = loaded
             finally:
                 if bars:
                     hf_logging.enable_progress_bar()

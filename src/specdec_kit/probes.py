@@ -162,7 +162,7 @@ def _mismatched_vocab(request: dict, decoder, decoder_class: type, emit: Emit) -
     served = remote.served(draft_dir)  # grading: the weights are the grader's, the copy is served as the draft
     with tempfile.TemporaryDirectory() as tmp:
         other = os.path.join(tmp, "draft-with-another-vocabulary")
-        shutil.copytree(draft_dir, other, ignore=shutil.ignore_patterns("*.safetensors", "*.bin") if served else None)
+        shutil.copytree(draft_dir, other, ignore=shutil.ignore_patterns(*remote.WEIGHT_FILES) if served else None)
         if served:
             remote.alias(other, *served)
         tokenizer = type(decoder.draft_tokenizer).from_pretrained(other)

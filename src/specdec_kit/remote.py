@@ -21,6 +21,7 @@ import os
 
 import torch
 
+WEIGHT_FILES = ("*.safetensors", "*.bin")  # what a served folder's copy leaves out: the weights stay the grader's
 _channel = None  # the child's Connection to the grader
 _folders: dict[str, tuple[str, str]] = {}  # real path of a served folder -> (pair, role)
 ERRORS = {e.__name__: e for e in (ValueError, TypeError, IndexError, RuntimeError, NotImplementedError)}
