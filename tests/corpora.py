@@ -40,6 +40,7 @@ class Expected:
     message: str = ""
     targets: tuple[str, ...] = ()  # tampers: the tests they try to win, which must score 0 like the blank's
     marker: bool = False  # tampers: the marker must show in the kernel's output or the grading child's log
+    flag: str = ""  # words the row's flags for a person must hold
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ BROKEN = [
     Case("segfault", lambda: with_cell(solved(), "import ctypes\nctypes.string_at(0)\n", after="test_counts"),
          Expected("kernel_died", (), "segmentation fault")),
     Case("infinite_loop", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP),
-         Expected(loses=("test_eos_and_budget",), message="did not return")),
+         Expected("timeout", ("test_eos_and_budget",), "did not return")),
     Case("unbounded_memory", lambda: with_cell(edited(solved(), DRAFT_START, MEMORY + DRAFT_START), HOARD,
                                                after="imports"),
          Expected(loses=("test_draft_tokens",), message="MemoryError")),
@@ -332,6 +333,22 @@ os._exit(0)
 """
 
 
+# Points from the submission: a test cell's points raised, the hand-graded report made a passing test cell worth 100.
+# nbgrader refuses to run it (the row says so); the points come from the course's release and the kit's checks of the
+# code (tests/test_corpora.py checks every row's points against the release).
+def raised_points() -> nbformat.NotebookNode:
+    notebook = blank()
+    for cell in notebook.cells:
+        nbgrader = cell.metadata.get("nbgrader", {})
+        if nbgrader.get("grade_id") == "test_exact":
+            nbgrader["points"] = 1000
+        elif nbgrader.get("grade_id") == "report":
+            cell.cell_type, cell.outputs, cell.execution_count = "code", [], None
+            nbgrader.update(grade=True, solution=False, points=100)
+            cell.source = "print('report: all tests passed')"
+    return notebook
+
+
 def hard_coded() -> nbformat.NotebookNode:
     """Tokens written in for the visible prompts (computed here, as a student could from the public kit)."""
     from specdec_kit import baseline, checks
@@ -401,8 +418,49 @@ TAMPERS = [
     Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("escape", on_blank(ESCAPE), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("raised_points", raised_points, Expected("error", AUTO, "could not start", targets=AUTO)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
+]
+
+
+# Delegation: the cached decoder hands its decoding to transformers' assisted generation. The scan flags the line for a
+# person; the grader's models refuse a generate with an assistant, so its checks fail.
+DELEGATE = f"""        {marker("delegates")}
+        encoded = self.target_tokenizer(prompt, return_tensors="pt")
+        out = self.target_model.generate(**encoded, assistant_model=self.draft_model, do_sample=False,
+                                         max_new_tokens=max_tokens, num_assistant_tokens=num_speculative_tokens)
+        tokens = out[0, encoded.input_ids.shape[1]:].tolist()
+        return DecodeResult(text=self.target_tokenizer.decode(tokens), token_ids=tokens, proposed=[len(tokens)],
+                            accepted=[len(tokens)])
+"""
+# Sleeping only when graded (not on Colab): the cell is stopped at its limit and the run goes on; the row says timeout
+# and where, and the code is graded on its own.
+SLEEP_WHEN_GRADED = f"""import os, time
+if not os.path.exists("/content"):
+    {marker("sleeps_when_graded")}
+    time.sleep(3600)
+"""
+LOADED = "        return model.to(self.device).eval(), tokenizer\n"
+COMPILED = ("        model = model.to(self.device).eval()\n"
+            "        model.compile(backend='eager')  # dynamo's tracing and guards, as torch.compile(model) has\n"
+            "        return model, tokenizer\n")
+
+
+def compiled_models() -> nbformat.NotebookNode:
+    """The solution with its models compiled, as the course's own student did (the eager backend needs no compiler)."""
+    return edited(solved(), LOADED, COMPILED)
+
+
+# What students do that grading must handle: hand decoding to a library (flagged for a person), stall only when
+# graded, compile their models (full marks and a feedback page, not one withheld for torch's warnings).
+STUDENTS = [
+    Case("delegates", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE.replace("        self.reset_caches()",
+                                                                                    DELEGATE)),
+         Expected(loses=("test_cache_use", "test_speedup"), flag="delegates decoding", marker=True)),
+    Case("sleeps_when_graded", lambda: with_cell(solved(), SLEEP_WHEN_GRADED, after="test_counts"),
+         Expected("timeout", (), "stopped a cell at its time limit and went on: cell", marker=True)),
+    Case("compiled_models", compiled_models),
 ]
 
 

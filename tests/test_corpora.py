@@ -9,19 +9,21 @@ import os
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from specdec_course import feedback, gradebook, verdict
 from specdec_course.cli import main
 
 from conftest import REPO
-from corpora import AUTO, BROKEN, MARKER, TAMPERS, Case, blank, write_corpus
+from corpora import AUTO, BROKEN, MARKER, STUDENTS, TAMPERS, Case, blank, write_corpus
 
 pytestmark = pytest.mark.slow
 # Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
 LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 30}
 PLAN_TESTS = tuple(verdict.load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
+CASES = [*BROKEN, *STUDENTS, *TAMPERS, REFERENCE]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def graded(tmp_path_factory):
     (autograder / "config.toml").write_text(config + "\n")
     (root / "assignment").mkdir()
     shutil.copy(REPO / "assignment" / "speculative_decoding.ipynb", root / "assignment")
-    write_corpus(root / "submissions", [*BROKEN, *TAMPERS, REFERENCE])
+    write_corpus(root / "submissions", CASES)
     out = root / "graded"
     code = main(["autograde", str(root / "submissions"), "--out", str(out), "--jobs", "2",
                  "--solution", str(REPO / "solutions" / "speculative_decoding.ipynb"), "--autograder", str(autograder)])
@@ -56,24 +58,44 @@ def lost(row: dict) -> set[str]:
     return {test for test in AUTO if float(row[test] or 0) == 0}
 
 
-@pytest.mark.parametrize("case", BROKEN + TAMPERS, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES[:-1], ids=lambda c: c.name)
 def test_row_is_as_expected(graded, case):
-    rows, _, _ = graded
+    rows, out, _ = graded
     row, expected = rows[case.name], case.expected
     assert row["status"] == expected.status, f"{case.name}: status {row['status']!r} ({row['message']})"
     assert lost(row) == set(expected.loses), f"{case.name}: lost {sorted(lost(row))}, expected " \
                                              f"{sorted(expected.loses)}; message: {row['message']}"
     assert expected.message in row["message"] + " ".join(row.get(t, "") for t in AUTO), \
         f"{case.name}: the message must say {expected.message!r}; got {row['message']!r}"
+    assert expected.flag in row["flags"], f"{case.name}: the flags must say {expected.flag!r}; got {row['flags']!r}"
+    if row["status"] not in ("invalid", "missing"):
+        assert (out / "feedback" / f"{case.name}.html").is_file() and "withheld" not in row["message"], \
+            f"{case.name}: every graded student gets a feedback page; message {row['message']!r}"
+    if expected.marker:
+        assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
+
+
+def test_points_come_from_the_release(graded):
+    """No row holds points above the release's: a submission raised a test cell's points and made its hand-graded
+    report a test cell worth 100 (`raised_points`); that report still waits for a person."""
+    rows, _, _ = graded
+    release = nbformat.read(REPO / "assignment" / "speculative_decoding.ipynb", as_version=4)
+    points = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"]) for c in release.cells
+              if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["points"]}  # not the bonus
+    for row in rows.values():
+        above = {t: row[t] for t in points if float(row[t] or 0) > points[t]}
+        assert not above and float(row["score"] or 0) <= sum(points[t] for t in AUTO), \
+            f"{row['student']}: points above the release's: {above}, score {row['score']}"
+    assert rows["raised_points"]["report"] == "" and rows["raised_points"]["manual_pending"] == "True", \
+        f"the report waits for a person: {rows['raised_points']}"
 
 
 @pytest.mark.parametrize("case", TAMPERS, ids=lambda c: c.name)
 def test_tamper_acted_and_gained_nothing(graded, case):
-    rows, out, _ = graded
+    rows, _, _ = graded
     gained = {t: rows[case.name][t] for t in case.expected.targets
               if float(rows[case.name][t] or 0) > float(rows[REFERENCE.name][t] or 0)}
     assert not gained, f"{case.name} scored above the blank release on {gained}"
-    assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
 
 
 def test_nothing_a_submission_started_outlives_it_or_reached_the_grader(graded):
@@ -159,7 +181,6 @@ def _printed(out, student: str) -> str:
 def test_figures(graded):
     """The figures CI prints; every row written, nothing leaked, no tamper gained."""
     rows, out, autograder = graded
-    cases = BROKEN + TAMPERS + [REFERENCE]
     secrets = feedback.grader_secrets(out / "course", autograder)
     hidden = feedback.hidden_lines(autograder)
     leaked = [page.name for page in (out / "feedback").glob("*.html")
@@ -167,8 +188,8 @@ def test_figures(graded):
     gained = [c.name for c in TAMPERS if any(float(rows[c.name][t] or 0) > float(rows[REFERENCE.name][t] or 0)
                                              for t in c.expected.targets)]
     graded_rows = [r for r in rows.values() if r["status"] not in ("invalid", "missing", "duplicate")]
-    print(f"\ncorpora: {len(cases)} submissions, {len(rows)} rows written, {len(graded_rows)} graded "
+    print(f"\ncorpora: {len(CASES)} submissions, {len(rows)} rows written, {len(graded_rows)} graded "
           f"(median {sorted(float(r['seconds']) for r in graded_rows)[len(graded_rows) // 2]:.0f} s each); "
           f"tamper attempts that gained points: {len(gained)}; feedback pages that leaked: {len(leaked)}")
-    assert len(rows) == len(cases), f"one row per submission: {len(rows)} rows for {len(cases)}"
+    assert len(rows) == len(CASES), f"one row per submission: {len(rows)} rows for {len(CASES)}"
     assert not leaked and not gained, f"leaked pages {leaked}, tampers that gained {gained}"

@@ -40,22 +40,17 @@ def read_scores(course: Path) -> dict[str, dict[str, tuple]]:
     return _retry_locked(read)
 
 
-def record_scores(course: Path, student: str, scores: dict[str, tuple]) -> dict[str, float | None]:
-    """Write one student's scores right after the notebook's own run; return the auto scores that run gave.
-
-    A submission nbgrader could not record (its run failed before) is created first.
-    """
+def record_scores(course: Path, student: str, scores: dict[str, tuple]) -> None:
+    """Write one student's scores right after the notebook's own run (a submission nbgrader could not record, its
+    run failed before, is created first)."""
     from nbgrader.api import Gradebook
 
     def write():
         with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-            notebook = _submission_notebook(gradebook, student)
-            ran = {g.name: None if g.auto_score is None else float(g.auto_score) for g in notebook.grades}
-            _set(notebook, scores)
+            _set(_submission_notebook(gradebook, student), scores)
             gradebook.db.commit()
-            return ran
 
-    return _retry_locked(write)
+    _retry_locked(write)
 
 
 def write_scores(course: Path, scores: dict[str, dict[str, tuple]]) -> None:

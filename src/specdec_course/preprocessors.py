@@ -24,6 +24,7 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
       died       null, or {"index", "label", "returncode", "cause"} of the cell the kernel died in
       timed_out  null, or {"index", "label", "limit"}: the cell in which the notebook's budget ran out,
                  or whose time limit passed with the kernel not answering the interrupt
+      interrupted  [{"index", "label", "limit"}] of the cells stopped at their time limit, the run going on after
       not_run    labels of the cells marked NotRun
   A label is the cell's nbgrader grade_id, else "cell <index>" (index among all cells of the notebook).
 """
@@ -127,6 +128,7 @@ class RunRecord:
     seconds: float = 0.0
     died: dict | None = None
     timed_out: dict | None = None
+    interrupted: list[dict] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
 
     def write(self) -> None:
@@ -230,6 +232,8 @@ class GuardedExecute(Execute):
         else:
             if any(o.get("ename") == "MemoryError" for o in cell.outputs):
                 self._release_failed_frames(label)
+            if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):  # interrupted, and it answered
+                self.run_record.interrupted.append({"index": index, "label": label, "limit": round(limit or 0, 1)})
         if self._stop_reason is None and self._budget_left() == 0:
             self._stop(index, label, self.notebook_timeout,
                        f"the notebook's time limit of {self.notebook_timeout} s was reached in {_in_cell(label)}")

@@ -54,14 +54,15 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
     points = {test: setup.points[test] if judged.tests[test].passed else 0.0 for test in setup.points}
     bonus = {test: credit if judged.tests[test].passed else 0.0 for test, credit in setup.extra_credit.items()}
     scores = student_scores(submitted, points, setup.release, before, bonus)
-    kernel_scores = record_scores(course, student, scores)
+    record_scores(course, student, scores)
+    autograded = read_autograded(course, student)
     status, run_note = _run_status(run)
     if judged.out_of_time:  # the checks' own budget: the row says where grading stopped
         status = "timeout"
     messages = [*notes, run_note, *judged.load_problems,
                 *(f"{test}: {result.message.splitlines()[0]}" for test, result in judged.tests.items()
                   if not result.passed and result.aborted and not result.message.startswith("not judged")),
-                *_disagreements(judged, kernel_scores, setup.points, run)]
+                *_disagreements(judged, autograded, setup.points, run)]
     grade = Grade(student, status, score=sum(points.values()), max_score=sum(setup.points.values()),
                   manual_pending=any(values[2] for name, values in scores.items() if name not in points),
                   message=join_messages(*messages), tests={**points, **bonus}, extra_credit=sum(bonus.values()),
@@ -71,10 +72,8 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   vs_hf_assisted=judged.speed["vs_hf_assisted"] if judged.speed else None,
                   hidden_failed=[test for test, result in judged.tests.items()
                                  if not result.passed and result.visible_passed], isolation=setup.isolation)
-    autograded = read_autograded(course, student)
     notebook = show_verdict(autograded or _bare(submitted), judged, {**setup.points, **setup.extra_credit},
-                            grade, kernel_scores,
-                            run_note if autograded is None else "")
+                            grade, run_note if autograded is None else "")
     write_autograded(course, student, notebook)
     return Graded(grade, notebook, scores)
 
@@ -89,22 +88,32 @@ def _run_status(run: NotebookRun) -> tuple[str, str]:
     if record.get("timed_out") or run.killed:
         where = (record.get("timed_out") or record.get("current") or {}).get("label", "?")
         return "timeout", f"the notebook's own run was stopped at its time limit in cell {where}{tail}"
+    if record.get("interrupted"):
+        stopped = ", ".join(f"{c['label']} ({c['limit']:g} s)" for c in record["interrupted"])
+        return "timeout", f"the notebook's own run stopped a cell at its time limit and went on: {stopped}{tail}"
     if run.error:
         return "error", ("the notebook's own run could not start from the notebook as handed in: its cells did "
                          f"not match the assignment's ({run.error}){tail}")
     return "graded", ""
 
 
-def _disagreements(judged: verdict.Verdict, kernel: dict[str, float | None], points: dict[str, float],
+def _disagreements(judged: verdict.Verdict, autograded: nbformat.NotebookNode | None, points: dict[str, float],
                    run: NotebookRun) -> list[str]:
-    """Tests whose visible check the notebook's own run judged otherwise than the kit: the kit's verdict stands."""
-    if run.error or (run.record or {}).get("died") or (run.record or {}).get("timed_out") or run.killed:
+    """Tests whose visible check the notebook's own run judged otherwise than the kit: the kit's verdict stands.
+
+    A test cell of that run passed when it raised nothing. nbgrader's own score would also fail a cell that wrote
+    to stderr, and libraries warn there (a deprecation, torch's recompiles): that is no failure of the check."""
+    if autograded is None or run.error or (run.record or {}).get("died") or (run.record or {}).get("timed_out") \
+            or run.killed:
         return []
     out = []
-    for test, result in judged.tests.items():
-        if test not in kernel or kernel[test] is None or result.visible_passed is None or not points.get(test):
-            continue  # a bonus cell has 0 nbgrader points (and is not run): its kernel score says nothing
-        kernel_passed = kernel[test] >= points[test]
+    for cell in autograded.cells:
+        test = cell.metadata.get("nbgrader", {}).get("grade_id")
+        result = judged.tests.get(test)
+        if cell.cell_type != "code" or result is None or result.visible_passed is None or not points.get(test) \
+                or cell.get("execution_count") is None:
+            continue  # a bonus cell has 0 nbgrader points and is not run; a cell not run says nothing
+        kernel_passed = not any(o.output_type == "error" for o in cell.outputs)
         if kernel_passed != result.visible_passed:
             seen = "passed" if kernel_passed else "failed"
             out.append(f"{test}: the notebook's own run {seen} its visible check, the kit's grading "
@@ -167,7 +176,7 @@ def _bare(submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def show_verdict(notebook: nbformat.NotebookNode, judged: verdict.Verdict, points: dict[str, float], grade: Grade,
-                 kernel: dict[str, float | None], run_note: str) -> nbformat.NotebookNode:
+                 run_note: str) -> nbformat.NotebookNode:
     """The autograded notebook with the verdict closing each test cell's outputs (after what the notebook's own
     run printed there), a summary on top and the staff's notes."""
     notebook = copy.deepcopy(notebook)

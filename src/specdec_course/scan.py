@@ -319,10 +319,10 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, f"uses {func} (runs code this scan cannot read)")
         if _matching(func, PATH_CALLS):
             self.flag_paths(node, func)
-        for keyword in node.keywords:
-            if keyword.arg in DELEGATION:
-                self.flag(node, f"delegates decoding: {func or 'a call'}({keyword.arg}=...) is a library's "
-                                "speculative decoding, which the graded methods must do themselves")
+        delegating = ", ".join(f"{k.arg}=..." for k in node.keywords if k.arg in DELEGATION)
+        if delegating:  # one flag per call, however many of its keywords delegate
+            self.flag(node, f"delegates decoding: {func or 'a call'}({delegating}) is a library's "
+                            "speculative decoding, which the graded methods must do themselves")
         self.generic_visit(node)
 
     def call_writes(self, node: ast.Call, func: str) -> str | None:

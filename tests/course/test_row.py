@@ -41,3 +41,26 @@ def test_edited_grading_metadata_earns_nothing():
 def test_untouched_report_scores_zero():
     scores = student_scores(copy.deepcopy(RELEASE), dict.fromkeys(TESTS, 0.0), RELEASE, before={})
     assert scores["report"][0] == 0.0, f"a report left as handed out scores 0, as nbgrader has it: {scores['report']}"
+
+
+def ran(notebook: nbformat.NotebookNode, grade_id: str, *outputs) -> None:
+    test = cell(notebook, grade_id)
+    test.execution_count, test.outputs = 1, list(outputs)
+
+
+def test_a_library_warning_on_stderr_is_no_failure_of_the_notebooks_own_run(tmp_path):
+    """nbgrader scores a test cell that wrote to stderr as failed; the kit reads the notebook's own run by its errors,
+    so a passing cell that a library warned in gets no note, and a cell that raised still does."""
+    from specdec_course.notebook_run import NotebookRun
+    from specdec_course.row import _disagreements
+    from specdec_course.verdict import TestResult, Verdict
+
+    autograded = copy.deepcopy(RELEASE)
+    ran(autograded, "test_exact", nbformat.v4.new_output("stream", name="stderr",
+                                                         text="UserWarning: `past_key_values` is deprecated\n"))
+    ran(autograded, "test_counts", nbformat.v4.new_output("error", ename="CheckFailed", evalue="", traceback=[]))
+    judged = Verdict({test: TestResult(True, visible_passed=True) for test in TESTS})
+    run = NotebookRun(tmp_path, "amy", None, tmp_path, record={"finished": True})
+    notes = _disagreements(judged, autograded, TESTS, run)
+    assert notes == ["test_counts: the notebook's own run failed its visible check, the kit's grading passed it; "
+                     "the kit's verdict stands"], notes

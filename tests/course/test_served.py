@@ -14,7 +14,7 @@ from specdec_kit import settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
 
-from corpora import FORGE_FORWARDS, edited, solved, with_cell
+from corpora import FORGE_FORWARDS, compiled_models, solved, with_cell
 
 SCRIPTED = {"kind": "decode", "pair": "scripted", "ids": True,
             "cases": [("a b c", 20, 3), ("x y", 16, 5)]}
@@ -36,12 +36,8 @@ def local(solution_classes):
     return LocalRunner(solution_classes["CachedSpeculativeDecoder"]).run(SCRIPTED)
 
 
-LOADED = "        return model.to(self.device).eval(), tokenizer\n"
-COMPILED = ("        model = model.to(self.device).eval()\n"
-            "        model.compile(backend='eager')  # dynamo's tracing and guards, as torch.compile(model) has\n"
-            "        return model, tokenizer\n")
 NOTEBOOKS = {"honest": solved, "forged": lambda: with_cell(solved(), FORGE_FORWARDS, after="imports"),
-             "compiled": lambda: edited(solved(), LOADED, COMPILED)}
+             "compiled": compiled_models}
 
 
 @pytest.mark.parametrize("kind", list(NOTEBOOKS))
