@@ -164,7 +164,7 @@ CATALOGUE = [
         "description": "nothing is rolled back after a rejection, so the next round finds no usable cache",
         "edits": [(ROLLBACK_CROP,
                    "                pass  # nothing rolled back\n")],
-        "fails": ["test_cache_use", "test_speedup", "test_sampling"],
+        "fails": ["test_cache_use", "test_speedup", "test_sampling", "test_adaptive"],
         "unsure": ["test_speedup"],  # measured 0.69-0.74x against the bar of 0.75x: too close to call
         "message": "started from an empty cache",
     },
@@ -172,7 +172,7 @@ CATALOGUE = [
         "name": "prefix_reencoded",
         "description": "the cached class throws its caches away and re-encodes the prefix every round",
         "edits": [("        return cache, held.shape[1]\n", "        return None, 0\n")],
-        "fails": ["test_cache_use", "test_speedup", "test_sampling"],
+        "fails": ["test_cache_use", "test_speedup", "test_sampling", "test_adaptive"],
         "message": "started from an empty cache",
     },
     {
@@ -357,7 +357,8 @@ CATALOGUE = [
                   ("        cache, cached = self.cached_prefix(\"draft\", input_ids)\n",
                    "        return SpeculativeDecoder.generate_draft_tokens(self, input_ids, attention_mask, "
                    "num_speculative_tokens)\n        cache, cached = self.cached_prefix(\"draft\", input_ids)\n")],
-        "fails": ["test_cache_use", "test_speedup"],
+        # adaptive k keeps Part 2's caches, so it loses test_adaptive with them
+        "fails": ["test_cache_use", "test_speedup", "test_adaptive"],
         "message": "started from an empty cache",
     },
     {

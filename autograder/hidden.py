@@ -12,6 +12,7 @@ from pathlib import Path
 
 from specdec_course.oracle import ORACLE
 from specdec_kit import checks, zoo
+from specdec_kit.checks.adaptive import check_adaptive_rounds
 from specdec_kit.timing import ForwardCosts
 
 try:
@@ -71,8 +72,13 @@ def _lookup_sequences(count: int, seed: int) -> tuple[tuple[list[int], int], ...
     return tuple(([rng.randrange(3, 9) for _ in range(rng.randrange(6, 15))], (1, 3, 5)[i % 3]) for i in range(count))
 
 
+# Every n from 3 down to 1 is tried: the last 2 tokens occur earlier, the last 3 do not, and the latest earlier last
+# token is followed by other tokens; and a 2-token text whose last token occurs before it.
+LOOKUP_EDGES = (([1, 2, 5, 2, 3, 1, 2], 3), ([4, 4], 2))
+
+
 def check_lookup(decoder):
-    checks.check_lookup(decoder, draft_cases=_lookup_sequences(8, seed=5), tiny_pair="tiny-b",
+    checks.check_lookup(decoder, draft_cases=_lookup_sequences(8, seed=5) + LOOKUP_EDGES, tiny_pair="tiny-b",
                         tiny_prompts=PROMPTS[:2], scripted_cases=((80, 10, 5, 22), (110, 5, 2, 14)), answers=ORACLE)
 
 
@@ -81,6 +87,8 @@ def check_adaptive(decoder):
     costs = ForwardCosts(draft=0.05, verify=(1.0,) * 17)
     checks.check_adaptive(decoder, cases=((90, 2, 36), (120, 5, 30)), costs=costs, tiny_pair="tiny-b",
                           tiny_prompts=PROMPTS[1:], answers=ORACLE)
+    # A cap of 3 that cheap drafts reach: next_k must weigh k = max_k itself.
+    check_adaptive_rounds(checks.as_runner(decoder), ((90, 2, 24),), costs, ORACLE, max_k=3)
 
 
 def check_sampling(decoder):

@@ -194,16 +194,17 @@ def _tokens(value) -> list | None:
 
 def probe_draft(request: dict, decoder_class: type, emit: Emit) -> None:
     decoder = _construct(request, decoder_class, emit)
-    for index, (prefix, k) in enumerate(request["cases"]):
-        answers = []
-        for _ in range(request.get("repeat", 1)):
-            drafts = call_student("generate_draft_tokens", decoder.generate_draft_tokens, *_ids(prefix), k,
-                                  emit=emit, describe=f"prefix {prefix}, k={k}")
-            answers.append(drafts)
-        first = answers[0]
-        emit({"event": "case", "index": index, "result": {
-            "type": type(first).__name__, "shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
-            "tokens": _tokens(first), "repeats": [_tokens(a) for a in answers[1:]]}})
+    with Observer(decoder, emit, request.get("ids", False)):
+        for index, (prefix, k) in enumerate(request["cases"]):
+            answers = []
+            for _ in range(request.get("repeat", 1)):
+                drafts = call_student("generate_draft_tokens", decoder.generate_draft_tokens, *_ids(prefix), k,
+                                      emit=emit, describe=f"prefix {prefix}, k={k}")
+                answers.append(drafts)
+            first = answers[0]
+            emit({"event": "case", "index": index, "result": {
+                "type": type(first).__name__, "shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
+                "tokens": _tokens(first), "repeats": [_tokens(a) for a in answers[1:]]}})
 
 
 def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:

@@ -6,7 +6,8 @@ adaptive decoding is known in advance (`answers.adaptive_rounds`): the draft is 
 and right and sure elsewhere; k comes from the counts of the counted rounds (those right after a rejection) and
 the prices. The kit reads each round's drafts from the target's forward calls (the positions a
 round's forward covers beyond the text so far), never from the decoder's report, and names the rule behind the
-first round that differs. On the `tiny` pair the output must equal the target's greedy output.
+first round that differs; both caches are judged as Part 2's are (`judge_cache_use`). On the `tiny` pair the output
+must equal the target's greedy output.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .. import zoo
 from ..baseline import prompt_for_token, zoo_tokenizer
 from ..timing import ForwardCosts
 from .answers import answers_or_recorded
-from .behaviour import check_exact, how_tokens_differ
+from .behaviour import check_exact, how_tokens_differ, judge_cache_use
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 THRESHOLD = 0.4  # AdaptiveSpeculativeDecoder's default confidence_threshold, which the probes construct it with
@@ -39,21 +40,26 @@ def check_adaptive(decoder, cases=CASES, costs: ForwardCosts = COSTS, tiny_pair:
     check_exact(runner, tiny_pair, tiny_prompts, TINY_K, TINY_TOKENS, init={"forward_costs": asdict(costs)})
 
 
-def check_adaptive_rounds(runner, cases, costs: ForwardCosts, answers) -> None:
+def check_adaptive_rounds(runner, cases, costs: ForwardCosts, answers, max_k: int = MAX_K) -> None:
     cycle = zoo.scripted_script().cycle
     requests = [(prompt_for_token(cycle[start]), max_tokens, k) for start, k, max_tokens in cases]
-    outcomes = runner.run({"kind": "decode", "pair": "scripted", "cases": requests,
-                           "init": {"forward_costs": asdict(costs)}})
+    init = {"forward_costs": asdict(costs), **({"max_k": max_k} if max_k != MAX_K else {})}
+    outcomes = runner.run({"kind": "decode", "pair": "scripted", "cases": requests, "ids": True, "init": init})
     for (start, k, max_tokens), (prompt, _, _), outcome in zip(cases, requests, outcomes):
-        rounds = answers.adaptive_rounds(cycle[start], k, max_tokens, costs, MAX_K)
+        rounds = answers.adaptive_rounds(cycle[start], k, max_tokens, costs, max_k)
         expected, got = rounds.result, decoded(outcome, f"prompt {prompt!r}")
         prices = ", ".join(f"{v:g}" for v in costs.verify[:3])
-        what = (f"first k={k}, max_tokens={max_tokens}, prompt {prompt!r}, forward_costs: a draft step "
+        what = (f"first k={k}, max_k={max_k}, max_tokens={max_tokens}, prompt {prompt!r}, forward_costs: a draft step "
                 f"{costs.draft:g}, a target forward on 1, 2, 3, ... tokens {prices}, ...")
         require(got.token_ids == expected.token_ids, f"{what}: the output must equal the target's greedy output; "
                                                      f"{how_tokens_differ(got.token_ids, expected.token_ids)}")
         require_seen_forwards(outcome)
-        judge_rounds(what, rounds, outcome.forwards["target"], len(zoo_tokenizer()(prompt).input_ids))
+        prompt_ids = zoo_tokenizer()(prompt).input_ids
+        judge_rounds(what, rounds, outcome.forwards["target"], len(prompt_ids))
+        try:  # both caches kept across rounds and cropped after a rejection, as Part 2's
+            judge_cache_use(outcome, prompt_ids + got.token_ids, max_k)
+        except CheckFailed as e:
+            raise CheckFailed(f"{what}: {e}") from None
 
 
 def judge_rounds(what: str, rounds, calls, prompt_len: int) -> None:
