@@ -1,0 +1,164 @@
+"""Every round of one decode, as the kit saw it: what the draft proposed, what the target kept, what it added.
+
+    rounds = record_rounds(decoder, "The future of", max_tokens=40, num_speculative_tokens=4)
+    rounds            # in Jupyter or Colab: one line per round, as self-contained HTML
+    rounds.save("rounds.html")
+
+`record_rounds` runs the decoder's `speculative_decode` (`speculative_sample` when sampling settings are given) with
+forward recorders on both models, and builds the rounds from the `DecodeResult` and the forwards alone, so it needs
+nothing of the decoder's own making: a round's verify forward feeds the text the target's cache lacks and then that
+round's drafts, so its last `proposed[r]` ids are the drafts, accepted or not; the next round's forwards show how much
+of each cache the rollback kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .result import DecodeResult
+from .timing import ForwardCall, ForwardRecorder
+
+FOLD = 20  # rounds shown before the rest fold away
+STYLE = """<style>
+.sd-rounds{font:13px/1.7 ui-monospace,Menlo,Consolas,monospace;border-collapse:collapse}
+.sd-rounds td{padding:1px 6px;vertical-align:top;white-space:pre-wrap}
+.sd-rounds .margin{color:#555;font-size:11px;white-space:nowrap;border-left:1px solid #ddd}
+.sd-tok{border-radius:3px;padding:0 2px;margin:0 1px}
+.sd-prompt{color:#666;font-style:italic}.sd-accepted{background:#c8f0c8}
+.sd-rejected{background:#f6c4c4;text-decoration:line-through}.sd-unverified{color:#aaa;background:#f2f2f2}
+.sd-correction{background:#bcd4f6;font-weight:bold}.sd-bonus{background:#e2c8f2;font-weight:bold}
+.sd-end{color:#fff;background:#555;font-size:11px}
+</style>"""
+LEGEND = [("sd-prompt", "prompt (its tail)"), ("sd-accepted", "accepted draft"),
+          ("sd-rejected", "first rejected draft"), ("sd-unverified", "drafts after it, never verified"),
+          ("sd-correction", "target's correction"), ("sd-bonus", "target's bonus token (all drafts accepted)"),
+          ("sd-end", "EOS / budget reached")]
+
+
+@dataclass
+class Round:
+    drafts: list[int] | None  # what the round proposed, None where the forwards do not show it
+    proposed: int
+    accepted: int
+    target_token: int | None  # the correction or the bonus token; None when EOS ended the text in the drafts
+    forwards: dict[str, int]  # forward calls of each model in this round
+    cache_after: dict[str, int | None]  # positions each cache held after the rollback (None: not seen)
+
+    @property
+    def bonus(self) -> bool:
+        return self.target_token is not None and self.accepted == self.proposed > 0
+
+
+@dataclass
+class Rounds:
+    prompt_ids: list[int]
+    result: DecodeResult
+    rounds: list[Round]
+    ended: str  # "EOS", "budget" or "" (neither)
+    decode: Callable[[list[int]], str] = field(repr=False)  # ids -> text
+    note: str = ""  # why some drafts could not be read off the forwards
+
+    def _repr_html_(self) -> str:
+        return render(self)
+
+    def save(self, path: str | Path) -> Path:
+        """A self-contained HTML page of these rounds (no script, nothing fetched)."""
+        path = Path(path)
+        path.write_text(f"<!doctype html><meta charset='utf-8'><title>Rounds</title><body>{render(self)}</body>\n")
+        return path
+
+
+def record_rounds(decoder, prompt: str, max_tokens: int = 40, num_speculative_tokens: int = 4,
+                  **sampling) -> Rounds:
+    """Decode `prompt` with `decoder`, recording both models' forwards, and return its rounds."""
+    models = {"target": decoder.target_model, "draft": getattr(decoder, "draft_model", None)}
+    with contextlib.ExitStack() as stack:
+        calls = {role: stack.enter_context(ForwardRecorder(model, record_ids=True))
+                 for role, model in models.items() if model is not None}
+        if sampling:
+            result = decoder.speculative_sample(prompt, max_tokens, num_speculative_tokens, **sampling)
+        else:
+            result = decoder.speculative_decode(prompt, max_tokens, num_speculative_tokens)
+    tokenizer = decoder.target_tokenizer
+    prompt_ids = tokenizer(prompt).input_ids
+    return build_rounds(prompt_ids, result, calls.get("target", []), calls.get("draft", []), max_tokens,
+                        eos_ids(decoder.target_model, tokenizer), tokenizer.decode)
+
+
+def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[ForwardCall], draft: list[ForwardCall],
+                 max_tokens: int, eos: set[int], decode: Callable[[list[int]], str]) -> Rounds:
+    """The rounds of `result` from the target's and the draft's forwards (one target forward a round)."""
+    one_each = len(target) == len(result.proposed)
+    note = "" if one_each else (f"the target ran {len(target)} forwards in {len(result.proposed)} rounds, not one a "
+                                "round: the drafts could not be read off them")
+    rounds, position = [], 0
+    for r, (proposed, accepted) in enumerate(zip(result.proposed, result.accepted)):
+        drafts = None
+        if proposed == 0:
+            drafts = []
+        elif one_each and target[r].input_ids is not None and len(target[r].input_ids) >= proposed:
+            drafts = list(target[r].input_ids[-proposed:])
+        emitted = result.token_ids[position:position + accepted + 1]
+        position += len(emitted)
+        start = target[r - 1].started if one_each and r else float("-inf")
+        end = target[r].started if one_each else float("inf")
+        drafting = [c for c in draft if start < c.started < end] if one_each else []
+        later = target[r + 1] if one_each and r + 1 < len(target) else None
+        next_draft = next((c for c in draft if c.started > end), None) if one_each else None
+        rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
+                            {"target": 1 if one_each else 0, "draft": len(drafting)},
+                            {"target": later.cached_tokens if later else None,
+                             "draft": next_draft.cached_tokens if next_draft else None}))
+    ended = ("EOS" if result.token_ids and result.token_ids[-1] in eos else
+             "budget" if len(result.token_ids) >= max_tokens else "")
+    return Rounds(list(prompt_ids), result, rounds, ended, decode, note)
+
+
+def eos_ids(model, tokenizer) -> set[int]:
+    found = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    found = found if isinstance(found, list) else [found]
+    return {i for i in [*found, tokenizer.eos_token_id] if i is not None}
+
+
+def render(rounds: Rounds, prompt_tail: int = 12) -> str:
+    """One table row per round: its tokens by what became of them, and in the margin its counts and caches."""
+    def token(ids: int, kind: str) -> str:
+        text = rounds.decode([ids]).replace("\n", "⏎") or "∅"
+        return f"<span class='sd-tok {kind}' title='id {ids}'>{html.escape(text)}</span>"
+
+    tail = rounds.prompt_ids[-prompt_tail:]
+    cut = "… " if len(rounds.prompt_ids) > prompt_tail else ""
+    lines = [f"<tr><td></td><td>{cut}{''.join(token(i, 'sd-prompt') for i in tail)}</td><td class='margin'>"
+             f"prompt, {len(rounds.prompt_ids)} tokens</td></tr>"]
+    for number, r in enumerate(rounds.rounds):
+        cells = []
+        if r.drafts is None:
+            cells.append(f"<span class='sd-unverified'>({r.proposed} drafts)</span>")
+        for i, draft in enumerate(r.drafts or []):
+            kind = "sd-accepted" if i < r.accepted else "sd-rejected" if i == r.accepted else "sd-unverified"
+            cells.append(token(draft, kind))
+        if r.target_token is not None:
+            cells.append(token(r.target_token, "sd-bonus" if r.bonus else "sd-correction"))
+        if number == len(rounds.rounds) - 1 and rounds.ended:
+            cells.append(f"<span class='sd-tok sd-end'>{rounds.ended}</span>")
+        caches = " · ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
+        margin = (f"k={r.proposed} accepted {r.accepted} · forwards t {r.forwards['target']} d {r.forwards['draft']}"
+                  + (f" · caches {caches}" if caches else ""))
+        lines.append(f"<tr class='round'><td class='margin'>{number}</td><td>{''.join(cells)}</td>"
+                     f"<td class='margin'>{margin}</td></tr>")
+    shown = "".join(lines[:FOLD + 1])
+    folded = "".join(lines[FOLD + 1:])
+    table = f"<table class='sd-rounds'>{shown}</table>"
+    if folded:
+        table += (f"<details><summary>{len(lines) - FOLD - 1} more rounds</summary>"
+                  f"<table class='sd-rounds'>{folded}</table></details>")
+    legend = " ".join(f"<span class='sd-tok {kind}'>{html.escape(words)}</span>" for kind, words in LEGEND)
+    acceptance = rounds.result.acceptance(set())
+    summary = (f"{len(rounds.rounds)} rounds, {len(rounds.result.token_ids)} new tokens, "
+               f"{acceptance.accepted} of {acceptance.proposed} drafts accepted"
+               + (f"; {html.escape(rounds.note)}" if rounds.note else ""))
+    return f"{STYLE}<div class='sd-rounds'><p>{legend}</p>{table}<p>{summary}</p></div>"

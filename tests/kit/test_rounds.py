@@ -1,0 +1,86 @@
+"""The round view (`specdec_kit.rounds`): built from a decode's result and forwards, for every decoder of the
+assignment, one line per round whose counts are the DecodeResult's.
+
+Example run: python -m pytest tests/kit/test_rounds.py -q
+"""
+
+import html
+import re
+
+import pytest
+import torch
+
+from specdec_kit import zoo
+from specdec_kit.adapters import load_decoder_classes
+from specdec_kit.rounds import FOLD, LEGEND, record_rounds
+from specdec_kit.timing import ForwardCosts
+
+from conftest import SOLUTION
+
+PROMPT = "a b c"
+COSTS = ForwardCosts(draft=0.05, verify=(1.0,) * 18)  # given, so that adaptive k measures nothing
+DECODERS = {  # name: (class, pair, constructor's keywords, sampling settings)
+    "greedy": ("SpeculativeDecoder", "scripted", {}, {}),
+    "cached": ("CachedSpeculativeDecoder", "scripted", {}, {}),
+    "sampling": ("SpeculativeSampler", "sampling", {}, {"temperature": 1.0,
+                                                         "generator": torch.Generator().manual_seed(3)}),
+    "lookup": ("PromptLookupDecoder", "scripted", {}, {}),
+    "adaptive": ("AdaptiveSpeculativeDecoder", "scripted", {"forward_costs": COSTS}, {}),
+}
+
+
+@pytest.fixture(scope="module")
+def classes():
+    return load_decoder_classes(SOLUTION, tuple(name for name, *_ in DECODERS.values()))
+
+
+@pytest.fixture(scope="module", params=list(DECODERS))
+def recorded(request, classes):
+    name, pair, init, sampling = DECODERS[request.param]
+    decoder = classes[name](*(str(p) for p in zoo.materialize(pair)), device="cpu", **init)
+    prompt = PROMPT if pair == "scripted" else "The future of"
+    return request.param, record_rounds(decoder, prompt, max_tokens=30, num_speculative_tokens=3, **sampling)
+
+
+def test_each_round_is_the_decode_results(recorded):
+    """Counts from the DecodeResult; the drafts read off the target's forwards; the kept drafts and the target's
+    tokens, round after round, are the output."""
+    name, rounds = recorded
+    result = rounds.result
+    assert [r.proposed for r in rounds.rounds] == result.proposed and \
+           [r.accepted for r in rounds.rounds] == result.accepted, f"{name}: counts differ from the DecodeResult"
+    assert all(r.drafts is not None and len(r.drafts) == r.proposed for r in rounds.rounds), \
+        f"{name}: one target forward a round shows every round's drafts: {rounds.note}"
+    emitted = [t for r in rounds.rounds
+               for t in [*r.drafts[:r.accepted], *([r.target_token] if r.target_token is not None else [])]]
+    assert emitted == result.token_ids, f"{name}: the rounds' kept drafts and target tokens are the output"
+    assert rounds.ended in ("EOS", "budget"), f"{name}: a decode of 30 tokens ends at EOS or its budget"
+
+
+def test_caches_after_each_rollback_hold_the_text_but_its_last_token(recorded):
+    """The cached decoders' next forward runs on a cache of the text so far less the target's last token."""
+    name, rounds = recorded
+    if name == "greedy":
+        assert all(r.cache_after["target"] in (0, None) for r in rounds.rounds), "no cache without caching"
+        return
+    length = len(rounds.prompt_ids)
+    for r in rounds.rounds[:-1]:
+        length += r.accepted + 1
+        assert r.cache_after["target"] == length - 1, f"{name}: target cache after the rollback, round {r}"
+
+
+def test_html_has_a_line_per_round_a_legend_and_nothing_fetched(recorded):
+    name, rounds = recorded
+    page = rounds._repr_html_()
+    assert page.count("<tr class='round'>") == len(rounds.rounds), f"{name}: one line per round"
+    assert all(html.escape(words) in page for _, words in LEGEND), f"{name}: the legend names each colour"
+    assert "<script" not in page and not re.search(r"(src|href)=|https?:", page), f"{name}: nothing is fetched"
+    assert ("<details>" in page) == (len(rounds.rounds) > FOLD), f"{name}: rounds after {FOLD} fold away"
+    ids = re.findall(r"title='id (\d+)'", page)
+    assert len(ids) >= len(rounds.result.token_ids), f"{name}: each token shows its id on hover"
+
+
+def test_saved_page_is_a_whole_document(recorded, tmp_path):
+    name, rounds = recorded
+    page = rounds.save(tmp_path / f"{name}.html").read_text()
+    assert page.startswith("<!doctype html>") and page.count("<tr class='round'>") == len(rounds.rounds)
