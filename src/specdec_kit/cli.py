@@ -121,6 +121,30 @@ def _demo_sweep(args: argparse.Namespace, run: Run) -> str:
             "specdec-kit bench gives the full comparison")
 
 
+ROUND_DECODERS = {"greedy": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder",
+                  "sampling": "SpeculativeSampler", "lookup": "PromptLookupDecoder",
+                  "adaptive": "AdaptiveSpeculativeDecoder"}
+
+
+def cmd_rounds(args: argparse.Namespace) -> int:
+    import torch
+
+    from .rounds import record_rounds
+
+    check_k([args.k])
+    name = ROUND_DECODERS[args.decoder]
+    run = load_run(args, (name,))
+    decoder = run.classes[name](run.target, run.draft, device=str(run.device), dtype=run.dtype)
+    prompt = args.prompt or run.prompts[0].text
+    generator = torch.Generator(device=run.device).manual_seed(args.seed)
+    sampling = {"temperature": args.temperature, "generator": generator} if args.decoder == "sampling" else {}
+    rounds = record_rounds(decoder, prompt, args.max_new_tokens or 40, args.k, **sampling)
+    path = rounds.save(args.out)
+    print(f"{args.decoder} decoder, k={args.k}, prompt {prompt!r}: {len(rounds.rounds)} rounds, "
+          f"{len(rounds.result.token_ids)} new tokens; wrote {path}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -202,7 +226,7 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 WORKFLOW = """\
-students' commands: demo, bench, zoo; instructors' are specdec-course's (release, autograde, selftest, ...).
+students' commands: demo, bench, rounds, zoo; instructors' are specdec-course's (release, autograde, selftest, ...).
 run specdec-kit COMMAND --help for a command's options and an example."""
 
 
@@ -262,6 +286,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     add_bench_command(commands)
+
+    rounds = add_command(commands, "rounds", "draw every round of one decode (drafts accepted and rejected, the "
+                         "target's tokens, caches) into a self-contained HTML page",
+                         "specdec-kit rounds --pair tiny --decoder cached --k 4 --prompt 'The future of'",
+                         [common_options()])
+    rounds.add_argument("--decoder", choices=list(ROUND_DECODERS), default="cached", help="which of the notebook's "
+                        "decoders")
+    rounds.add_argument("--prompt", help="the text to continue (default: the first of the kit's prompts)")
+    rounds.add_argument("--k", type=int, default=4, help="draft tokens per round (adaptive k: its first)")
+    rounds.add_argument("--temperature", type=float, default=1.0, help="the sampling decoder's temperature")
+    rounds.add_argument("--seed", type=int, default=0, help="the sampling decoder's seed")
+    rounds.add_argument("--out", default="out/rounds.html", help="the HTML page to write")
+    rounds.set_defaults(func=cmd_rounds)
 
     zoo_cmd = add_command(commands, "zoo", "build offline model pairs into the cache and print their records",
                        "specdec-kit zoo scripted tiny")
