@@ -32,6 +32,8 @@ STYLE = """<style>
 .sd-rejected{background:#f6c4c4;text-decoration:line-through}.sd-unverified{color:#aaa;background:#f2f2f2}
 .sd-correction{background:#bcd4f6;font-weight:bold}.sd-bonus{background:#e2c8f2;font-weight:bold}
 .sd-end{color:#fff;background:#555;font-size:11px}
+.sd-rounds tr.expected td{border-bottom:1px solid #eee}.sd-rounds tr.sd-first td{background:#fff6d6}
+.sd-rounds tr.sd-first.yours td:first-child{border-left:3px solid #d33}
 </style>"""
 LEGEND = [("sd-prompt", "prompt (its tail)"), ("sd-accepted", "accepted draft"),
           ("sd-rejected", "first rejected draft"), ("sd-unverified", "drafts after it, never verified"),
@@ -102,7 +104,13 @@ def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[Forwa
             drafts = []
         elif one_each and target[r].input_ids is not None and len(target[r].input_ids) >= proposed:
             drafts = list(target[r].input_ids[-proposed:])
-        emitted = result.token_ids[position:position + accepted + 1]
+        # What the round added to the text: up to the text the next round's forward continues (its cache and what
+        # it feeds, less that round's drafts), else accepted drafts and one target token.
+        added = accepted + 1
+        if one_each and r + 1 < len(target):
+            after = target[r + 1].cached_tokens + target[r + 1].new_tokens - result.proposed[r + 1]
+            added = after - len(prompt_ids) - position
+        emitted = result.token_ids[position:position + max(added, 0)]
         position += len(emitted)
         start = target[r - 1].started if one_each and r else float("-inf")
         end = target[r].started if one_each else float("inf")
@@ -124,41 +132,112 @@ def eos_ids(model, tokenizer) -> set[int]:
     return {i for i in [*found, tokenizer.eos_token_id] if i is not None}
 
 
-def render(rounds: Rounds, prompt_tail: int = 12) -> str:
+def render(rounds: Rounds) -> str:
     """One table row per round: its tokens by what became of them, and in the margin its counts and caches."""
-    def token(ids: int, kind: str) -> str:
-        text = rounds.decode([ids]).replace("\n", "⏎") or "∅"
-        return f"<span class='sd-tok {kind}' title='id {ids}'>{html.escape(text)}</span>"
-
-    tail = rounds.prompt_ids[-prompt_tail:]
-    cut = "… " if len(rounds.prompt_ids) > prompt_tail else ""
-    lines = [f"<tr><td></td><td>{cut}{''.join(token(i, 'sd-prompt') for i in tail)}</td><td class='margin'>"
-             f"prompt, {len(rounds.prompt_ids)} tokens</td></tr>"]
-    for number, r in enumerate(rounds.rounds):
-        cells = []
-        if r.drafts is None:
-            cells.append(f"<span class='sd-unverified'>({r.proposed} drafts)</span>")
-        for i, draft in enumerate(r.drafts or []):
-            kind = "sd-accepted" if i < r.accepted else "sd-rejected" if i == r.accepted else "sd-unverified"
-            cells.append(token(draft, kind))
-        if r.target_token is not None:
-            cells.append(token(r.target_token, "sd-bonus" if r.bonus else "sd-correction"))
-        if number == len(rounds.rounds) - 1 and rounds.ended:
-            cells.append(f"<span class='sd-tok sd-end'>{rounds.ended}</span>")
-        caches = " · ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
-        margin = (f"k={r.proposed} accepted {r.accepted} · forwards t {r.forwards['target']} d {r.forwards['draft']}"
-                  + (f" · caches {caches}" if caches else ""))
-        lines.append(f"<tr class='round'><td class='margin'>{number}</td><td>{''.join(cells)}</td>"
-                     f"<td class='margin'>{margin}</td></tr>")
-    shown = "".join(lines[:FOLD + 1])
-    folded = "".join(lines[FOLD + 1:])
-    table = f"<table class='sd-rounds'>{shown}</table>"
-    if folded:
-        table += (f"<details><summary>{len(lines) - FOLD - 1} more rounds</summary>"
-                  f"<table class='sd-rounds'>{folded}</table></details>")
-    legend = " ".join(f"<span class='sd-tok {kind}'>{html.escape(words)}</span>" for kind, words in LEGEND)
+    lines = [_prompt_row(rounds)] + [_round_row(rounds, number) for number in range(len(rounds.rounds))]
     acceptance = rounds.result.acceptance(set())
     summary = (f"{len(rounds.rounds)} rounds, {len(rounds.result.token_ids)} new tokens, "
                f"{acceptance.accepted} of {acceptance.proposed} drafts accepted"
                + (f"; {html.escape(rounds.note)}" if rounds.note else ""))
-    return f"{STYLE}<div class='sd-rounds'><p>{legend}</p>{table}<p>{summary}</p></div>"
+    return f"{STYLE}<div class='sd-rounds'>{_legend()}{_folded(lines, 1)}<p>{summary}</p></div>"
+
+
+def compare(got: Rounds, expected: Rounds, title: str = "") -> str:
+    """Your rounds over the expected ones, a round each, the first round that differs outlined and named."""
+    first = next((i for i, (a, b) in enumerate(zip(got.rounds, expected.rounds)) if _shown(a) != _shown(b)),
+                 None if len(got.rounds) == len(expected.rounds) else min(len(got.rounds), len(expected.rounds)))
+    lines = [_prompt_row(got)]
+    for number in range(max(len(got.rounds), len(expected.rounds))):
+        mark = " sd-first" if number == first else ""
+        for who, rounds in (("yours", got), ("expected", expected)):
+            row = (_round_row(rounds, number, f"{number} {who}") if number < len(rounds.rounds) else
+                   f"<tr class='round'><td class='margin'>{who}</td><td>(no round {number})</td><td></td></tr>")
+            lines.append(row.replace("<tr class='round'>", f"<tr class='round {who}{mark}'>", 1))
+    where = ("the rounds are the same" if first is None else
+             f"first difference: round {first}: {_describe(got, first)} where correct decoding "
+             f"{_describe(expected, first)}")
+    heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
+    return (f"{STYLE}<div class='sd-rounds'>{heading}{_legend()}<p>{html.escape(where)}</p>"
+            f"{_folded(lines, 1 + 2 * max(first or 0, 0))}</div>")
+
+
+def _shown(r: Round) -> tuple:
+    return r.drafts, r.proposed, r.accepted, r.target_token
+
+
+def _describe(rounds: Rounds, number: int) -> str:
+    if number >= len(rounds.rounds):
+        return "has no such round"
+    r = rounds.rounds[number]
+    drafts = "?" if r.drafts is None else [rounds.decode([t]) for t in r.drafts]
+    target = "nothing" if r.target_token is None else repr(rounds.decode([r.target_token]))
+    return (f"drafts {drafts}, accepts {r.accepted} and adds {target}"
+            + (f" ({'a bonus token' if r.bonus else 'a correction'})" if r.target_token is not None else ""))
+
+
+def _token(rounds: Rounds, ids: int, kind: str) -> str:
+    text = rounds.decode([ids]).replace("\n", "⏎") or "∅"
+    return f"<span class='sd-tok {kind}' title='id {ids}'>{html.escape(text)}</span>"
+
+
+def _prompt_row(rounds: Rounds, tail: int = 12) -> str:
+    cut = "… " if len(rounds.prompt_ids) > tail else ""
+    tokens = "".join(_token(rounds, i, "sd-prompt") for i in rounds.prompt_ids[-tail:])
+    return (f"<tr><td></td><td>{cut}{tokens}</td><td class='margin'>prompt, {len(rounds.prompt_ids)} tokens"
+            "</td></tr>")
+
+
+def _round_row(rounds: Rounds, number: int, label: str = "") -> str:
+    r, cells = rounds.rounds[number], []
+    if r.drafts is None:
+        cells.append(f"<span class='sd-unverified'>({r.proposed} drafts)</span>")
+    for i, draft in enumerate(r.drafts or []):
+        kind = "sd-accepted" if i < r.accepted else "sd-rejected" if i == r.accepted else "sd-unverified"
+        cells.append(_token(rounds, draft, kind))
+    if r.target_token is not None:
+        cells.append(_token(rounds, r.target_token, "sd-bonus" if r.bonus else "sd-correction"))
+    if number == len(rounds.rounds) - 1 and rounds.ended:
+        cells.append(f"<span class='sd-tok sd-end'>{rounds.ended}</span>")
+    caches = " · ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
+    margin = (f"k={r.proposed} accepted {r.accepted} · forwards t {r.forwards['target']} d {r.forwards['draft']}"
+              + (f" · caches {caches}" if caches else ""))
+    return (f"<tr class='round'><td class='margin'>{label or number}</td><td>{''.join(cells)}</td>"
+            f"<td class='margin'>{margin}</td></tr>")
+
+
+def _legend() -> str:
+    return "<p>" + " ".join(f"<span class='sd-tok {kind}'>{html.escape(words)}</span>" for kind, words in LEGEND) \
+        + "</p>"
+
+
+def _folded(lines: list[str], head: int) -> str:
+    """The rows, those after a screenful (and after `head` rows that must show) folded away."""
+    shown = max(head, 1 + FOLD)
+    table = f"<table class='sd-rounds'>{''.join(lines[:shown])}</table>"
+    if len(lines) > shown:
+        table += (f"<details><summary>{len(lines) - shown} more rows</summary>"
+                  f"<table class='sd-rounds'>{''.join(lines[shown:])}</table></details>")
+    return table
+
+
+def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: int, decode) -> Rounds:
+    """Correct decoding's rounds of `expected` on the `scripted` pair, whose draft proposes `draft_next` of the
+    token before, whatever came earlier (`zoo.Script`)."""
+    from .zoo import scripted_script
+
+    script, text, rounds, position = scripted_script(), list(prompt_ids), [], 0
+    for proposed, accepted in zip(expected.proposed, expected.accepted):
+        drafts, last = [], text[-1]
+        for _ in range(proposed):
+            last = script.draft_next[last]
+            drafts.append(last)
+        emitted = expected.token_ids[position:position + accepted + 1]
+        position += len(emitted)
+        text += emitted
+        rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
+                            {"target": 1, "draft": proposed}, {"target": len(text) - 1, "draft": len(text) - 1}))
+    if rounds:
+        rounds[-1].cache_after = {"target": None, "draft": None}  # no round follows to show them
+    ended = ("EOS" if expected.token_ids and expected.token_ids[-1] == script.eos_id else
+             "budget" if len(expected.token_ids) >= max_tokens else "")
+    return Rounds(list(prompt_ids), expected, rounds, ended, decode)

@@ -84,3 +84,30 @@ def test_saved_page_is_a_whole_document(recorded, tmp_path):
     name, rounds = recorded
     page = rounds.save(tmp_path / f"{name}.html").read_text()
     assert page.startswith("<!doctype html>") and page.count("<tr class='round'>") == len(rounds.rounds)
+
+
+def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(classes, tmp_path):
+    """On the scripted pair the expected rounds come from the pair's script alone and equal the solution's; a decoder
+    that drops the bonus token is drawn over them with its first differing round named."""
+    from specdec_course.catalogue import load_catalogue, make_submission
+    from specdec_kit.baseline import prompt_for_token
+    from specdec_kit.rounds import compare, scripted_rounds
+
+    from conftest import REPO
+
+    dirs = [str(p) for p in zoo.materialize("scripted")]
+    prompt = prompt_for_token(zoo.scripted_script().cycle[10])
+    solution = record_rounds(classes["CachedSpeculativeDecoder"](*dirs, device="cpu"), prompt, 24, 4)
+    expected = scripted_rounds(solution.prompt_ids, solution.result, 24, solution.decode)
+    same = compare(solution, expected)
+    assert "the rounds are the same" in same and "yours sd-first" not in same, "the script predicts the rounds"
+    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "no_bonus_token"]
+    path = tmp_path / "bug.ipynb"
+    import nbformat
+
+    nbformat.write(make_submission(SOLUTION, entry), path)
+    bug = load_decoder_classes(path, ("CachedSpeculativeDecoder",))["CachedSpeculativeDecoder"](*dirs, device="cpu")
+    drawn = compare(record_rounds(bug, prompt, 24, 4), expected)
+    first = next(i for i, r in enumerate(expected.rounds) if r.bonus)
+    assert f"first difference: round {first}:" in drawn and "a bonus token" in drawn, drawn[-600:]
+    assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
