@@ -44,5 +44,5 @@ def test_bad_arguments_give_one_clear_line(capsys, monkeypatch, argv, message):
 def test_students_command_has_their_subcommands_and_points_instructors_elsewhere():
     parser = cli.build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {"demo", "bench", "zoo"}, f"students' commands only: {sorted(commands)}"
+    assert set(commands) == {"demo", "bench", "rounds", "zoo"}, f"students' commands only: {sorted(commands)}"
     assert "specdec-course" in parser.format_help(), "the top-level help points instructors to specdec-course"

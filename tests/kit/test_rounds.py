@@ -111,3 +111,14 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(c
     first = next(i for i, r in enumerate(expected.rounds) if r.bonus)
     assert f"first difference: round {first}:" in drawn and "a bonus token" in drawn, drawn[-600:]
     assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
+
+
+def test_the_rounds_command_writes_a_page(tmp_path, capsys):
+    from specdec_kit import cli
+
+    out = tmp_path / "rounds.html"
+    assert cli.main(["rounds", "--pair", "scripted", "--decoder", "lookup", "--k", "3", "--prompt", PROMPT,
+                     "--max-new-tokens", "12", "--out", str(out)]) == 0
+    page, printed = out.read_text(), capsys.readouterr().out
+    rounds = int(printed.split(" rounds,")[0].rsplit(" ", 1)[1])
+    assert page.count("<tr class='round'>") == rounds and f"wrote {out}" in printed, printed
