@@ -99,28 +99,24 @@ def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[Forwa
                                 "round: the drafts could not be read off them")
     rounds, position = [], 0
     for r, (proposed, accepted) in enumerate(zip(result.proposed, result.accepted)):
-        drafts = None
-        if proposed == 0:
-            drafts = []
-        elif one_each and target[r].input_ids is not None and len(target[r].input_ids) >= proposed:
-            drafts = list(target[r].input_ids[-proposed:])
-        # What the round added to the text: up to the text the next round's forward continues (its cache and what
-        # it feeds, less that round's drafts), else accepted drafts and one target token.
-        added = accepted + 1
-        if one_each and r + 1 < len(target):
-            after = target[r + 1].cached_tokens + target[r + 1].new_tokens - result.proposed[r + 1]
-            added = after - len(prompt_ids) - position
+        drafts = [] if proposed == 0 else None
+        added = accepted + 1  # without the forwards: the accepted drafts and one target token
+        forwards, caches = {"target": 0, "draft": 0}, {"target": None, "draft": None}
+        if one_each:
+            call, later = target[r], target[r + 1] if r + 1 < len(target) else None
+            if proposed and call.input_ids is not None and len(call.input_ids) >= proposed:
+                drafts = list(call.input_ids[-proposed:])
+            if later:  # what the round added: up to the text the next round continues (its cache and feed, less
+                # that round's drafts)
+                added = later.cached_tokens + later.new_tokens - result.proposed[r + 1] - len(prompt_ids) - position
+            start = target[r - 1].started if r else float("-inf")
+            next_draft = next((c for c in draft if c.started > call.started), None)
+            forwards = {"target": 1, "draft": sum(start < c.started < call.started for c in draft)}
+            caches = {"target": later and later.cached_tokens, "draft": next_draft and next_draft.cached_tokens}
         emitted = result.token_ids[position:position + max(added, 0)]
         position += len(emitted)
-        start = target[r - 1].started if one_each and r else float("-inf")
-        end = target[r].started if one_each else float("inf")
-        drafting = [c for c in draft if start < c.started < end] if one_each else []
-        later = target[r + 1] if one_each and r + 1 < len(target) else None
-        next_draft = next((c for c in draft if c.started > end), None) if one_each else None
         rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
-                            {"target": 1 if one_each else 0, "draft": len(drafting)},
-                            {"target": later.cached_tokens if later else None,
-                             "draft": next_draft.cached_tokens if next_draft else None}))
+                            forwards, caches))
     ended = ("EOS" if result.token_ids and result.token_ids[-1] in eos else
              "budget" if len(result.token_ids) >= max_tokens else "")
     return Rounds(list(prompt_ids), result, rounds, ended, decode, note)

@@ -321,14 +321,16 @@ def check_same_call_twice(decoder, starts: tuple[int, ...] | None = None, k: int
                 f"generate_draft_tokens called twice on the prefix {prefix} (k={draft_k}) gave "
                 f"{outcome.result['tokens']} then {again}, expected {expected} both times: a cache that already "
                 "holds all of the input must still give the logits at its last position (feed that position again)")
-        last = outcome.forwards["draft"][-1] if draft_k == 1 and outcome.forwards["draft"] else None
+        if draft_k != 1 or not outcome.forwards["draft"]:
+            continue
         # The drafts of the scripted pair follow the last token alone: the forward shows where its logits were.
-        require(last is None or last.cached_tokens + last.new_tokens == len(prefix),
+        last = outcome.forwards["draft"][-1]
+        reached = last.cached_tokens + last.new_tokens
+        require(reached == len(prefix),
                 f"generate_draft_tokens called twice on the prefix {prefix} (k=1): the second call's draft forward "
-                f"fed {last and last.new_tokens} token(s) on a cache holding {last and last.cached_tokens}, so its "
-                f"logits were for position {last and last.cached_tokens + last.new_tokens} of a {len(prefix)}-token "
-                f"input: crop a cache that holds all of the input to {len(prefix) - 1} positions (and the ids it "
-                "holds to match), then feed the last token again")
+                f"fed {last.new_tokens} token(s) on a cache holding {last.cached_tokens}, so its logits were for "
+                f"position {reached} of a {len(prefix)}-token input: crop a cache that holds all of the input to "
+                f"{len(prefix) - 1} positions (and the ids it holds to match), then feed the last token again")
     cases = [(p, answers.draft_chain(p[-1], k)) for p in prefixes for _ in range(2)]
     verified = _verify(runner, cases)
     for index in range(0, len(cases), 2):
