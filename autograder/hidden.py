@@ -93,7 +93,8 @@ def check_adaptive(decoder):
 
 def check_sampling(decoder):
     checks.check_sampling(decoder, cases=(checks.SamplingCase(PROMPTS[2], 3, 1.2, 0.95, seed=7),),
-                          cache_case=checks.SamplingCase(PROMPTS[0], 2, 0.9, 1.0, seed=11))
+                          cache_case=checks.SamplingCase(PROMPTS[0], 2, 0.9, 1.0, seed=11),
+                          greedy_cases=tuple((start, 2, 20) for start in _starts(60, 2)), answers=ORACLE)
 
 
 # grade_id -> (the class it judges, its checks: the test cell's visible check, then the hidden one). A test

@@ -9,6 +9,10 @@ whose expected count is below `MIN_EXPECTED` are pooled (and the pool joins the 
 below), a token the warped target gives probability 0 fails outright, and a test fails when its p-value is
 below `ALPHA`. Seeded, so a given sampler always gets the same verdict; the catalogued mistakes move the
 statistic to hundreds where the threshold is about 20.
+
+The output distribution is the same for any draft distribution, so it cannot show drafts sampled from the wrong
+q (only the acceptance rate drops). The greedy limit can: with a top_p that keeps one token, p and q are
+one-hot and speculative sampling is greedy speculative decoding, whose rounds on the scripted pair are known.
 """
 
 from __future__ import annotations
@@ -20,16 +24,19 @@ from functools import cache
 import torch
 from scipy.stats import chisquare
 
-from ..baseline import zoo_model, zoo_tokenizer
+from .. import zoo
+from ..baseline import prompt_for_token, zoo_model, zoo_tokenizer
 from ..sampling import warp
-from .behaviour import judge_cache_use
-from .core import CheckFailed, as_runner, require
+from .answers import answers_or_recorded
+from .behaviour import judge_cache_use, too_many_forwards
+from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 PAIR = "sampling"
 SAMPLES = 200  # continuations per case: the forgotten residual's statistic is about 0.2 per sample, 40 here
 ALPHA = 1e-4  # a correct sampler fails a test with this probability over seeds
 MIN_EXPECTED = 5.0
 ZERO = 1e-9  # probabilities below this are treated as 0 (top-p's cut, and the pair's ~1e-11 leaks)
+GREEDY_TOP_P = 1e-6  # warp keeps only the most likely token: p and q are one-hot
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,8 @@ CASES = (SamplingCase("The future of Artificial Intelligence is", 2, 1.0, 1.0, s
 
 
 def check_sampling(decoder, cases: tuple[SamplingCase, ...] = CASES, samples: int = SAMPLES,
-                   cache_case: SamplingCase = CACHE_CASE) -> None:
+                   cache_case: SamplingCase = CACHE_CASE, greedy_cases: tuple[tuple[int, int, int], ...] | None = None,
+                   answers=None) -> None:
     runner = as_runner(decoder)
     requests = [[c.prompt, c.max_tokens, c.k, c.temperature, c.top_p, samples, c.seed] for c in cases]
     outcomes = runner.run({"kind": "sample", "pair": PAIR, "cases": requests})
@@ -72,6 +80,37 @@ def check_sampling(decoder, cases: tuple[SamplingCase, ...] = CASES, samples: in
                 f"tokens (this pair never emits EOS), got lengths {dict(lengths)}")
         judge_case(case, [tuple(tokens[:2]) for tokens in result["samples"]])
     check_sampler_cache(runner, cache_case)
+    check_greedy_limit(runner, greedy_cases, answers)
+
+
+def check_greedy_limit(runner, cases: tuple[tuple[int, int, int], ...] | None = None, answers=None) -> None:
+    """At top_p = GREEDY_TOP_P the sampler must decode as the greedy cached decoder does, round for round, on the
+    scripted pair's cases (start token, k, max_tokens): each draft is the draft's most likely token after the text
+    before it, accepted iff it is the target's. At k = 2 a fully accepted round ends where the draft's next token
+    depends on which position of its two-token forward its logits are read at (at k = 3, 4 or 6 the script's
+    rejections line the rounds up so that it does not)."""
+    answers = answers_or_recorded(answers)
+    cases = cases or tuple((start, 2, 24) for start in zoo.scripted_script().cycle[10:12])
+    outcomes = runner.run({"kind": "sample", "pair": "scripted", "cases": [
+        [prompt_for_token(start), max_tokens, k, 1.0, GREEDY_TOP_P, 1, seed]
+        for seed, (start, k, max_tokens) in enumerate(cases)]})
+    for (start, k, max_tokens), outcome in zip(cases, outcomes):
+        where = (f"sampling prompt {prompt_for_token(start)!r} on the scripted pair with top_p={GREEDY_TOP_P:g} "
+                 f"(one token kept: p and q one-hot), k={k}, max_tokens={max_tokens}")
+        require(outcome.result["type"] == "DecodeResult" and outcome.result["samples"],
+                f"{where}: speculative_sample must return a specdec_kit.DecodeResult, got {outcome.result['type']}")
+        expected, got = answers.rounds(start, k, max_tokens), decoded(outcome, where)
+        require(outcome.result["samples"][0] == expected.token_ids,
+                f"{where}: speculative sampling of one-hot distributions is greedy decoding; expected the target's "
+                f"greedy tokens {expected.token_ids}, got {outcome.result['samples'][0]}")
+        require_seen_forwards(outcome)
+        require(len(outcome.forwards["target"]) == expected.rounds, f"{where}: {too_many_forwards(outcome, expected)}")
+        require(got.proposed == expected.proposed and got.accepted == expected.accepted,
+                f"{where}: each draft is then the draft's most likely token and is accepted iff it is the "
+                f"target's, so the rounds are greedy speculative decoding's: proposed {expected.proposed}, accepted "
+                f"{expected.accepted}; the sampler reported proposed {got.proposed}, accepted {got.accepted}. Sample "
+                "each draft from q at the position right after the text it extends (the last logits of the draft's "
+                "forward), also when that forward feeds two tokens after a fully accepted round.")
 
 
 def check_sampler_cache(runner, case: SamplingCase, max_tokens: int = CACHE_TOKENS) -> None:
