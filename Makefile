@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test
 
-$(STAMP): pyproject.toml environment.yml packaging/install.sh
+$(STAMP): pyproject.toml environment.yml packaging/install.sh src/specdec_course/pins.py
 	bash packaging/install.sh $(VENV)
 	touch $(STAMP)
 

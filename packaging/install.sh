@@ -10,6 +10,7 @@ venv=${1:?usage: install.sh VENV [EXTRAS]}
 extras=${2:-dev,notebook,instructor}
 root=$(cd "$(dirname "$0")/.." && pwd)
 python3 -m venv "$venv"
-sed -n 's/^ *- \([A-Za-z0-9_.-]*==[^ ]*\)$/\1/p' "$root/environment.yml" > "$venv/pins.txt"
+# environment.yml's pins as a constraints file, by the function that writes the student repository's constraints.txt
+PYTHONPATH="$root/src" python3 -m specdec_course.pins "$root/environment.yml" "$venv/pins.txt"
 "$venv/bin/python" -m pip install -q torch==2.13.0
 "$venv/bin/python" -m pip install -q -c "$venv/pins.txt" -e "$root[$extras]"

@@ -57,14 +57,33 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 # Set-up (locked): on Colab, install the kit's support package at the course's pinned version.
+import importlib.metadata
 import importlib.util
 import os
+import re
 import subprocess
 import sys
+import tempfile
+import urllib.request
 
 KIT = "{{KIT_INSTALL}}"  # filled in by `specdec-course release`
+PINS = "{{KIT_PINS}}"  # constraints.txt at the same tag: the versions the course tested
+
+
+def distribution_name(name: str) -> str:
+    """A package's name as pip compares names: lower case, each run of -, _ and . as one -."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specdec_kit") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], check=True)
+    # Pins only what pip adds. What the runtime has stays: Colab's torch is built for its GPU, its transformers
+    # is one the kit supports (4.x or 5.x), and its numpy and pandas are what its own packages need.
+    installed = {distribution_name(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}
+    pins = [line for line in urllib.request.urlopen(PINS).read().decode().splitlines()
+            if "==" in line and not line.startswith("#") and distribution_name(line.split("==")[0]) not in installed]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
+        constraints.write("".join(f"{pin}\n" for pin in pins))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", constraints.name, KIT], check=True)
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false}
 import torch

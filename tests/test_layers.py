@@ -26,7 +26,7 @@ LAYERS = {
     1: [f"{KIT}.{name}" for name in ("probes", "bench", "plot", "demo", "checks", "adapters", "rounds")],
     2: [f"{KIT}.cli"],
     3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
-                                         "baseline_probe", "adaptive_bench", "publish", "release", "notebooks",
+                                         "baseline_probe", "adaptive_bench", "pins", "publish", "release", "notebooks",
                                          "preprocessors", "sandbox", "enter", "sandbox_host",
                                          "kernel_box", "served", "isolation", "verdict", "scan", "feedback",
                                          "course_setup",

@@ -2,6 +2,7 @@
 
     config = load_config(Path("autograder"))   # [publish] student_repo, tag; [deadline] due, grace_minutes
     install_spec(config)                       # what the notebook's set-up cell passes to pip
+    constraints_url(config)                    # the constraints.txt it reads the course's versions from
     placeholder_problems(config)               # [] once the instructor has set the student repository
 
 `specdec-course release` writes the student repository and tag into the notebook's set-up cell and the
@@ -14,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from . import pins
 
 CONFIG_NAME = "config.toml"
 PLACEHOLDER_OWNER = "your-course"  # the owner the shipped config.toml names
@@ -58,6 +61,11 @@ def load_config(autograder_dir: Path = Path("autograder")) -> CourseConfig:
 def install_spec(config: CourseConfig) -> str:
     """What the set-up cell passes to pip."""
     return f"specdec-kit @ git+https://github.com/{config.student_repo}@{config.tag}"
+
+
+def constraints_url(config: CourseConfig) -> str:
+    """The published tree's constraints.txt at the tag, as the set-up cell downloads it."""
+    return f"https://raw.githubusercontent.com/{config.student_repo}/{config.tag}/{pins.CONSTRAINTS_NAME}"
 
 
 def colab_url(config: CourseConfig, notebook: str) -> str:

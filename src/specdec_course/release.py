@@ -9,7 +9,8 @@ nbgrader's generate_assignment runs in a throw-away course directory; its output
 the notebook's cell ids kept and jupytext's pairing metadata dropped, so two releases are identical
 byte for byte. The install address and Colab link are those set in autograder/config.toml (publish.py).
 The student tree holds the release notebook, the student package (src/specdec_kit with the student
-distribution's pyproject.toml), data/ and a student README; never the instructor package, solutions/,
+distribution's pyproject.toml), data/, constraints.txt (environment.yml's pins, which the README's commands
+and the set-up cell pass to pip) and a student README; never the instructor package, solutions/,
 autograder/ or tests/, which `check_student_tree` verifies. It is written into DIR
 in place: `.git` and files the kit did not write stay, and a manifest (MANIFEST) lists what it wrote.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import publish
+from . import pins, publish
 from .nbgrader_setup import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
 
 # What the student tree holds (its path: the repository's path): the student distribution and its data.
@@ -35,6 +36,7 @@ INSTRUCTOR_ONLY = ("solutions", "autograder", "tests", "packaging", "specdec_cou
 # time-notebook [--finished] [--fresh-cache] --record docs/figures/notebook-times.json`; the student README states them.
 NOTEBOOK_TIMES = Path(__file__).resolve().parents[2] / "docs" / "figures" / "notebook-times.json"
 INSTALL_TOKEN = "{{KIT_INSTALL}}"
+PINS_TOKEN = "{{KIT_PINS}}"  # the set-up cell's constraints.txt address
 MANIFEST = ".specdec-export"
 MANIFEST_HEADER = "# Written by `specdec-course release --student-repo`: the files it wrote, replaced on each export.\n"
 
@@ -46,10 +48,12 @@ class ReleaseError(NbgraderError):
 
 
 def source_notebook(solution: Path, config: publish.CourseConfig | None = None) -> str:
-    """The nbgrader source: the solution with the course's install address filled in.
+    """The nbgrader source: the solution with the course's install address and constraints.txt address filled in.
 
     `config` defaults to ./autograder/config.toml's."""
-    return solution.read_text().replace(INSTALL_TOKEN, publish.install_spec(config or publish.load_config()))
+    config = config or publish.load_config()
+    return (solution.read_text().replace(INSTALL_TOKEN, publish.install_spec(config))
+            .replace(PINS_TOKEN, publish.constraints_url(config)))
 
 
 def render_release(solution: Path, config: publish.CourseConfig | None = None) -> str:
@@ -92,11 +96,15 @@ def run_seconds(path: Path = NOTEBOOK_TIMES) -> dict[str, tuple[int, int]]:
 def student_readme(config: publish.CourseConfig | None = None) -> str:
     colab = publish.colab_url(config or publish.load_config(), NOTEBOOK)
     seconds = run_seconds()
+    torch = pins.environment_pins()["torch"]
     return f"""# Speculative decoding: the assignment
 
 [Open the notebook in Colab]({colab}) (Runtime > Change runtime type > T4 GPU), fill in
 every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
-this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark).
+this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark), at
+this tag. What pip adds for it comes at the versions in `{pins.CONSTRAINTS_NAME}`, the ones the course tested;
+what Colab already has stays as it is (its torch, built for its GPU, and its transformers: the kit runs on
+transformers 4.x and 5.x). Where the kit is installed already, as below, the cell does nothing.
 
 ## On your own machine
 
@@ -104,14 +112,19 @@ Python 3.10 or newer. No GPU or internet is needed: on a CPU the notebook runs o
 From a clone of this repository:
 
 ```bash
-python3 -m venv .venv && . .venv/bin/activate    # on Windows: .venv\\Scripts\\activate
-pip install -e '.[notebook]'                      # the support package, JupyterLab and what they need
+python3 -m venv .venv && . .venv/bin/activate   # on Windows: .venv\\Scripts\\activate
+pip install torch=={torch}                        # PyTorch first, at the course's version
+pip install -c {pins.CONSTRAINTS_NAME} -e ".[notebook]"  # the support package, JupyterLab and what they need
 jupyter lab {NOTEBOOK}
 ```
 
-PyTorch on Linux without an NVIDIA GPU: install PyTorch's CPU build before `pip install -e`, with the
-command PyTorch's "Get started" page gives for Linux, pip and CPU; a plain `pip install torch` there
-downloads several GB of CUDA libraries the CPU never uses. On macOS and Windows the plain install is fine.
+`{pins.CONSTRAINTS_NAME}` holds the versions the course tested the kit with (PyTorch, transformers, Jupyter and
+the rest); with `-c`, pip installs those versions of them, not newer releases the course has not tried.
+
+PyTorch on Linux without an NVIDIA GPU: `pip install torch=={torch}` also downloads several GB of CUDA
+libraries that a CPU never uses. PyTorch's own CPU wheel index serves a CPU-only build of the same version:
+add the `--index-url` that PyTorch's "Get started" page gives for Linux, pip and CPU to that command. On
+macOS and Windows the plain command installs the CPU build.
 
 To run every cell without a browser (the outputs, test messages included, go into `run.ipynb`):
 
@@ -157,6 +170,7 @@ def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_
             else:
                 shutil.copy(source, staged / name)
         shutil.copy(release_notebook, staged / NOTEBOOK)
+        (staged / pins.CONSTRAINTS_NAME).write_text(pins.constraints(repo / "environment.yml"))
         (staged / "README.md").write_text(student_readme)
         check_student_tree(staged)
         written = sorted(path.relative_to(staged).as_posix() for path in staged.rglob("*") if path.is_file())

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from specdec_course import publish, release
+from specdec_course import pins, publish, release
 from specdec_course.cli import main
 from specdec_kit import checks
 from specdec_kit.adapters import load_decoder_classes
@@ -14,7 +14,8 @@ from specdec_kit.adapters import load_decoder_classes
 from conftest import REPO
 
 RELEASE = REPO / "assignment" / release.NOTEBOOK
-KIT_FILES = sorted(["README.md", "data", "pyproject.toml", release.NOTEBOOK, "src", release.MANIFEST])
+KIT_FILES = sorted(["README.md", "data", "pyproject.toml", release.NOTEBOOK, "src", release.MANIFEST,
+                    pins.CONSTRAINTS_NAME])
 
 
 def write_config(tmp_path, **values) -> str:
@@ -47,8 +48,9 @@ def test_release_holds_no_solution_or_hidden_test():
         "the release notebook should hold no solution or hidden-test marker, found "
         f"{[marker for marker in release.FORBIDDEN_TEXT if marker in text]}"
     )
-    assert "raise NotImplementedError()" in text and release.INSTALL_TOKEN not in text, (
-        f"the release notebook should hold `raise NotImplementedError()` stubs and not {release.INSTALL_TOKEN!r}"
+    tokens = [token for token in (release.INSTALL_TOKEN, release.PINS_TOKEN) if token in text]
+    assert "raise NotImplementedError()" in text and not tokens, (
+        f"the release notebook should hold `raise NotImplementedError()` stubs and no unfilled token, found {tokens}"
     )
 
 

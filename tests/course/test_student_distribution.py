@@ -2,22 +2,30 @@
 alone, no module of the instructor package, no function that implements a graded method or an extra-credit part,
 and no line of the solution's solution regions; installed as the notebook's set-up cell installs it (pip from a
 git URL, here a local one) into a fresh virtual environment, the blank notebook runs with only its tests failing.
+The tree's constraints.txt is environment.yml's pins; the README's commands and the set-up cell install with it.
 
 Example run: python -m pytest tests/course/test_student_distribution.py -q
 """
 
 import ast
+import importlib.metadata
+import importlib.util
 import inspect
 import json
+import re
+import shlex
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
+import tomllib
+from packaging.requirements import Requirement
 
-from specdec_course import hf_methods, oracle, release
+from specdec_course import hf_methods, oracle, pins, publish, release
 from specdec_course.nbgrader_setup import BEGIN_SOLUTION, END_SOLUTION
 from specdec_kit import bench
 
@@ -97,6 +105,42 @@ def leaks(root: Path) -> list[str]:
     return problems
 
 
+def constraint_pins(text: str) -> dict[str, str]:
+    """{name, lower case: version} of a constraints file's `name==version` lines."""
+    lines = (line.strip() for line in text.splitlines())
+    return {name.lower(): version for name, _, version in (line.partition("==") for line in lines)
+            if version and not name.startswith("#")}
+
+
+def set_up_cell(notebook_path: Path = RELEASE) -> nbformat.NotebookNode:
+    [setup] = [c for c in nbformat.read(notebook_path, as_version=4).cells
+               if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
+    return setup
+
+
+def with_addresses(source: str, kit: str, constraints: str) -> str:
+    """The set-up cell's source installing `kit` with the constraints file at the URL `constraints`."""
+    values = {"KIT = ": kit, "PINS = ": constraints}
+    return "\n".join(next((f"{start}{value!r}" for start, value in values.items() if line.startswith(start)), line)
+                     for line in source.splitlines())
+
+
+def readme_commands(readme: str) -> list[list[str]]:
+    """The commands of the README's bash blocks, each split as a shell splits it (comments dropped, one command
+    either side of `&&`)."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, re.S):
+        for line in block.splitlines():
+            command = []
+            for word in shlex.split(line, comments=True) + ["&&"]:
+                if word != "&&":
+                    command.append(word)
+                elif command:
+                    commands.append(command)
+                    command = []
+    return commands
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory) -> Path:
     return release.export_student_tree(REPO, RELEASE, tmp_path_factory.mktemp("published") / "student",
@@ -126,6 +170,79 @@ def test_published_tree_holds_the_student_package_alone(published):
     assert (published / "src" / "specdec_kit" / "checks" / "answers.json").is_file(), "the recorded answers ship"
 
 
+def test_published_tree_holds_the_environment_pins(published):
+    shipped = published / pins.CONSTRAINTS_NAME
+    assert shipped.is_file(), f"the published tree should hold {pins.CONSTRAINTS_NAME}, the course's tested versions"
+    environment = pins.environment_pins(REPO / "environment.yml")
+    assert constraint_pins(shipped.read_text()) == environment, (
+        f"{pins.CONSTRAINTS_NAME} should pin exactly environment.yml's versions: it has "
+        f"{constraint_pins(shipped.read_text())}, environment.yml {environment}"
+    )
+
+
+def test_readme_commands_use_files_of_the_published_tree(published):
+    commands = readme_commands((published / "README.md").read_text())
+    installs = [command[2:] for command in commands if command[:2] == ["pip", "install"]]
+    torch = f"torch=={pins.environment_pins(REPO / 'environment.yml')['torch']}"
+    assert installs and installs[0] == [torch], f"the README should install {torch} first, by itself: {installs}"
+    assert any(args[:2] == ["-c", pins.CONSTRAINTS_NAME] and "-e" in args for args in installs), (
+        f"the README should install the kit with `-c {pins.CONSTRAINTS_NAME}`: {installs}"
+    )
+    extras = tomllib.loads((published / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for args in installs:
+        for flag, value in zip(args, args[1:]):
+            if flag in ("-c", "-r"):
+                assert (published / value).is_file(), f"`pip install {' '.join(args)}` names {value}, not in the tree"
+            if flag == "-e":
+                path, _, wanted = value.rstrip("]").partition("[")
+                assert (published / path / "pyproject.toml").is_file(), f"`-e {value}`: no pyproject.toml at {path}"
+                assert set(filter(None, wanted.split(","))) <= set(extras), f"`-e {value}`: extras are {sorted(extras)}"
+    opened = [command[-1] for command in commands if command[0] == "jupyter"]
+    assert opened and all((published / name).is_file() for name in opened), (
+        f"the README's jupyter commands open {opened}; the tree holds {sorted(p.name for p in published.iterdir())}"
+    )
+
+
+def test_set_up_cell_pins_what_it_adds_and_keeps_what_the_runtime_has(published, monkeypatch):
+    source = set_up_cell().source
+    config = publish.load_config(REPO / "autograder")
+    assert f'PINS = "{publish.constraints_url(config)}"' in source, (
+        f"the release's set-up cell should read {publish.constraints_url(config)}, the tree's constraints at the tag"
+    )
+    runtime = ("torch", "transformers", "numpy", "pandas", "ipykernel")  # some of what Colab ships
+    calls = []
+    monkeypatch.delenv("SPECDEC_GRADING", raising=False)
+    monkeypatch.setattr(importlib.metadata, "distributions",
+                        lambda: [SimpleNamespace(metadata={"Name": name.capitalize()}) for name in runtime])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, package=None: None)  # the kit is not installed
+    monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
+    exec(with_addresses(source, "specdec-kit @ git+file://localhost/kit@v-test",
+                        (published / pins.CONSTRAINTS_NAME).as_uri()), {})
+    [args] = calls
+    assert args[-1] == "specdec-kit @ git+file://localhost/kit@v-test" and "-c" in args, (
+        f"the set-up cell should pip install the kit with a constraints file: {args}"
+    )
+    applied = Path(args[args.index("-c") + 1])
+    used = constraint_pins(applied.read_text())
+    applied.unlink()
+    expected = {name: version for name, version in pins.environment_pins(REPO / "environment.yml").items()
+                if name not in runtime}
+    assert used == expected, (
+        f"the set-up cell should pin every package of {pins.CONSTRAINTS_NAME} but those installed already "
+        f"({', '.join(runtime)}): it pinned {used}"
+    )
+
+
+def test_notebook_extra_holds_ipywidgets():
+    repo, student = (tomllib.loads(path.read_text())["project"]
+                     for path in (REPO / "pyproject.toml", REPO / "packaging" / "student" / "pyproject.toml"))
+    assert (student["dependencies"], student["optional-dependencies"]["notebook"]) == (
+        repo["dependencies"], repo["optional-dependencies"]["notebook"]
+    ), "the student distribution should require what the repository's pyproject.toml does"
+    notebook = {Requirement(r).name for r in student["optional-dependencies"]["notebook"]}
+    assert "ipywidgets" in notebook, f"the notebook extra needs ipywidgets for tqdm's progress bars: {notebook}"
+
+
 @pytest.mark.slow  # pip builds the wheel
 def test_student_distribution_holds_the_student_package_alone(published, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
@@ -152,8 +269,7 @@ def test_set_up_cell_installs_the_published_tree_and_the_blank_notebook_runs(pub
     notebook = nbformat.read(published / release.NOTEBOOK, as_version=4)
     [setup] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
     url = f"specdec-kit @ git+file://localhost{published}@v-test"  # pip wants a host in a git+file URL
-    setup.source = "\n".join(f"KIT = {url!r}" if line.startswith("KIT = ") else line
-                             for line in setup.source.splitlines())
+    setup.source = with_addresses(setup.source, url, (published / pins.CONSTRAINTS_NAME).as_uri())
     nbformat.write(notebook, tmp_path / release.NOTEBOOK)
     venv = tmp_path / "venv"
     script = "\n".join(["set -euxo pipefail", f"python3 -m venv {venv}", f"{venv}/bin/pip install -q torch==2.13.0",

@@ -8,14 +8,11 @@ import subprocess
 import nbformat
 import pytest
 
-from specdec_course import release
+from specdec_course import pins, release
 
 from conftest import REPO
 
 RELEASE = REPO / "assignment" / release.NOTEBOOK
-# PyTorch's CPU build, which the README asks Linux users without a GPU to install first (its command names a
-# package index that differs per machine; this machine's pip finds the CPU build under this pin).
-CPU_TORCH = "pip install -q torch==2.13.0"
 
 
 def readme_commands(readme: str) -> list[list[str]]:
@@ -33,18 +30,22 @@ def student_env() -> dict:
 
 def test_readme_commands_are_the_ones_this_test_runs():
     setup, headless = readme_commands(release.student_readme())
-    assert setup == ["python3 -m venv .venv && . .venv/bin/activate", "pip install -e '.[notebook]'",
-                     f"jupyter lab {release.NOTEBOOK}"], f"the README's set-up commands changed: {setup}"
+    torch = pins.environment_pins(REPO / "environment.yml")["torch"]
+    assert setup == ["python3 -m venv .venv && . .venv/bin/activate", f"pip install torch=={torch}",
+                     f'pip install -c {pins.CONSTRAINTS_NAME} -e ".[notebook]"', f"jupyter lab {release.NOTEBOOK}"], (
+        f"the README's set-up commands changed: {setup}"
+    )
     assert len(headless) == 1 and "nbconvert" in headless[0], f"the README's headless run changed: {headless}"
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and JupyterLab (about two minutes)
 def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
-    (setup_venv, install, open_lab), (headless,) = readme_commands((tree / "README.md").read_text())
-    # `jupyter lab` would wait for a browser: its --version proves it is installed
-    script = "\n".join(["set -euxo pipefail", setup_venv, CPU_TORCH, install.replace("pip install", "pip install -q"),
-                        open_lab.split()[0] + " lab --version", headless])
+    (setup_venv, install_torch, install, open_lab), (headless,) = readme_commands((tree / "README.md").read_text())
+    # The torch command as written: this machine's pip finds PyTorch's CPU build under the pin. `jupyter lab`
+    # would wait for a browser: its --version proves it is installed.
+    installs = [command.replace("pip install", "pip install -q") for command in (install_torch, install)]
+    script = "\n".join(["set -euxo pipefail", setup_venv, *installs, open_lab.split()[0] + " lab --version", headless])
     run = subprocess.run(["bash", "-c", script], cwd=tree, env=student_env(), capture_output=True, text=True,
                          timeout=900)
     assert run.returncode == 0, f"the README's commands failed (rc {run.returncode}):\n{run.stderr[-3000:]}"

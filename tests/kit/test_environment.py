@@ -1,19 +1,16 @@
-"""environment.yml's exact pins satisfy pyproject.toml's ranges, so conda users and pip users agree."""
+"""environment.yml's exact pins satisfy pyproject.toml's ranges, so conda users and pip users agree; the install
+script applies those pins, read by the function that writes the students' constraints.txt."""
 
 import re
+import subprocess
 
 import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from specdec_course.pins import constraints, environment_pins
+
 from conftest import REPO
-
-PIN = re.compile(r"^\s*-\s*([A-Za-z0-9_.-]+)==(\S+)\s*$")
-
-
-def environment_pins() -> dict[str, str]:
-    lines = (REPO / "environment.yml").read_text().splitlines()
-    return {m.group(1).lower(): m.group(2) for m in map(PIN.match, lines) if m}
 
 
 def project_requirements() -> list[Requirement]:
@@ -27,7 +24,7 @@ def environment_python() -> str:
 
 
 def test_every_requirement_is_pinned_within_its_range():
-    pins = environment_pins()
+    pins = environment_pins(REPO / "environment.yml")
     for requirement in project_requirements():
         if requirement.marker and not requirement.marker.evaluate({"python_version": environment_python()}):
             continue  # e.g. tomli, needed only below the environment's Python
@@ -45,4 +42,15 @@ def test_python_pin_is_supported():
 
     assert Version(python) in SpecifierSet(requires), (
         f"environment.yml pins Python {python}, outside pyproject.toml's requires-python {requires}"
+    )
+
+
+def test_install_script_constrains_pip_with_the_environment_pins(tmp_path):
+    script = (REPO / "packaging" / "install.sh").read_text()
+    [writes] = [line for line in script.splitlines() if "specdec_course.pins" in line]
+    assert '-c "$venv/pins.txt"' in script, "install.sh should pass the pins it writes to pip as constraints"
+    subprocess.run(["bash", "-c", f"set -euo pipefail; root={REPO}; venv={tmp_path}; {writes}"], check=True)
+    assert (tmp_path / "pins.txt").read_text() == constraints(REPO / "environment.yml"), (
+        "install.sh's pins.txt should be specdec_course.pins.constraints of environment.yml, as students' "
+        "constraints.txt is"
     )
