@@ -100,6 +100,7 @@ from specdec_kit.loading import (
     resolve_device,
     resolve_pair,
 )
+from specdec_kit.rounds import record_rounds
 from specdec_kit.sampling import check_sampling_settings, warp
 from specdec_kit.timing import ForwardCosts, measure_forward_costs
 
@@ -517,16 +518,20 @@ hidden.check_cache_use(CachedSpeculativeDecoder)
 # On a GPU with internet this uses the course's Pythia pair; offline it uses one of the kit's own pairs,
 # small models with hand-set weights whose tokens follow a table, not language: their text is gibberish,
 # as expected. What matters there is that the tokens equal the target's own greedy ones, and the
-# acceptance rate.
+# acceptance rate. `record_rounds` runs your decoder with the kit's recorders on both models and draws each
+# round from what they saw (hover over a token for its id); `specdec-kit rounds` writes the same view to a file.
 
 # %% tags=["demo"]
+from IPython.display import display
+
 preflight({"CachedSpeculativeDecoder": CachedSpeculativeDecoder}, ["cached"])  # seconds, before the real pair
 decoder = CachedSpeculativeDecoder(TARGET, DRAFT, device=DEVICE)
-result = decoder.speculative_decode("The future of Artificial Intelligence is", max_tokens=40,
-                                    num_speculative_tokens=4)
+rounds = record_rounds(decoder, "The future of Artificial Intelligence is", max_tokens=40, num_speculative_tokens=4)
+result = rounds.result
 print(repr(result.text))
 print(f"{result.rounds} rounds, acceptance rate {result.acceptance_rate:.0%}, "
       f"{result.tokens_per_round:.2f} tokens per round")
+display(rounds)  # one line per round: kept drafts, the first rejected one, the target's own token, the caches after
 
 # %% [markdown]
 # ## Benchmark

@@ -3,6 +3,8 @@
 Example run: python -m pytest tests/ -q
 """
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,26 @@ SOLUTION = REPO / "solutions" / "speculative_decoding.ipynb"
 DECODER_NAMES = ["SpeculativeDecoder", "CachedSpeculativeDecoder"]
 
 torch.set_num_threads(settings.test_threads())
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (CI installs it with "
+                                                              "apt-get)")
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000")
+
+
+def chromium(*arguments: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with `arguments` (its stdout as text)."""
+    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, *arguments], capture_output=True, text=True, timeout=120,
+                          check=True)
+
+
+def screenshot(page: Path, width: int = 1200, height: int = 3000):
+    """The page as headless Chromium draws it: an array of RGB(A) floats in [0, 1], `height` x `width`."""
+    import matplotlib.image
+
+    shot = page.with_suffix(".png")
+    chromium(f"--screenshot={shot}", f"--window-size={width},{height}", page.as_uri())
+    return matplotlib.image.imread(shot)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ notebooks), so no nbgrader run is needed.
 
 import re
 import shutil
-import subprocess
 
 import nbformat
 import pytest
@@ -19,7 +18,7 @@ from specdec_course.nbgrader_setup import ASSIGNMENT, NOTEBOOK
 from specdec_course.row import Grade
 from specdec_course.similarity import similar_pairs
 
-from conftest import REPO
+from conftest import REPO, chromium, needs_chromium, screenshot
 from corpora import blank, solved
 from independent import independent
 
@@ -90,10 +89,7 @@ def test_the_report_names_the_class_failures_speed_flags_and_pairs(class_folder)
     assert page.count("data:image/png;base64,") == 3, "three inline plots: scores, pass rates, speed"
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (CI installs it with apt-get)")
+@needs_chromium
 def test_the_report_renders_in_headless_chromium_with_images_that_are_not_blank(class_folder, tmp_path):
     graded, _ = class_folder
     page = report.build_report(graded, min_ratio=0.75)
@@ -101,16 +97,9 @@ def test_the_report_renders_in_headless_chromium_with_images_that_are_not_blank(
                                     "i => i.naturalWidth))</script></body>")
     (tmp_path / "probe.html").write_text(probe)
     (tmp_path / "report.html").write_text(page)
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
-    dom = subprocess.run([*flags, "--dump-dom", (tmp_path / "probe.html").as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = chromium("--dump-dom", (tmp_path / "probe.html").as_uri()).stdout
     widths = [int(w) for w in re.search(r"<title>\[([\d,]*)\]</title>", dom).group(1).split(",")]
     assert len(widths) == 3 and min(widths) > 0, f"each of the 3 images decodes to a non-zero width: {widths}"
-    shot = tmp_path / "shot.png"
-    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,3000", (tmp_path / "report.html").as_uri()],
-                   capture_output=True, timeout=120, check=True)
-    import matplotlib.image
-
-    pixels = matplotlib.image.imread(shot)
+    pixels = screenshot(tmp_path / "report.html")
     assert pixels.shape[1] == 1200 and pixels.std() > 0.05, \
         f"the screenshot is 1200 px wide and not blank: shape {pixels.shape}, spread {pixels.std():.3f}"

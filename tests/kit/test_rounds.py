@@ -12,10 +12,10 @@ import torch
 
 from specdec_kit import zoo
 from specdec_kit.adapters import load_decoder_classes
-from specdec_kit.rounds import FOLD, LEGEND, record_rounds
+from specdec_kit.rounds import FOLD, LEGEND, STYLE, record_rounds
 from specdec_kit.timing import ForwardCosts
 
-from conftest import SOLUTION
+from conftest import SOLUTION, needs_chromium, screenshot
 
 PROMPT = "a b c"
 COSTS = ForwardCosts(draft=0.05, verify=(1.0,) * 18)  # given, so that adaptive k measures nothing
@@ -86,9 +86,30 @@ def test_saved_page_is_a_whole_document(recorded, tmp_path):
     assert page.startswith("<!doctype html>") and page.count("<tr class='round'>") == len(rounds.rounds)
 
 
-def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(classes, tmp_path):
-    """On the scripted pair the expected rounds come from the pair's script alone and equal the solution's; a decoder
-    that drops the bonus token is drawn over them with its first differing round named."""
+def shows_colour(pixels, css_class: str, least: int = 20) -> bool:
+    """Whether at least `least` pixels of a screenshot have the background colour of `css_class` in the view's style."""
+    css = re.search(rf"\.{css_class}(?: td)?{{background:#(\w{{6}})", STYLE).group(1)
+    rgb = torch.tensor([int(css[i:i + 2], 16) / 255 for i in (0, 2, 4)])
+    shot = torch.as_tensor(pixels[..., :3].copy())
+    return int(((shot - rgb).abs().max(dim=-1).values < 0.02).sum()) >= least
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_renders_in_headless_chromium_with_its_colours(recorded, tmp_path):
+    """Drawn by a browser, the saved page is not blank and shows an accepted draft's colour and the target's
+    token's (a correction's or a bonus token's)."""
+    name, rounds = recorded
+    pixels = screenshot(rounds.save(tmp_path / f"{name}.html"), width=1000, height=900)
+    assert pixels.std() > 0.05, f"{name}: the screenshot is not blank (spread {pixels.std():.3f})"
+    assert shows_colour(pixels, "sd-accepted"), f"{name}: accepted drafts are drawn in their colour"
+    assert shows_colour(pixels, "sd-correction") or shows_colour(pixels, "sd-bonus"), f"{name}: the target's token"
+
+
+@pytest.fixture(scope="module")
+def bug_drawn(classes, tmp_path_factory):
+    """(the solution's rounds drawn over the expected ones, no_bonus_token's, the expected rounds) on the scripted
+    pair, the expected rounds from the pair's script alone."""
     from specdec_course.catalogue import load_catalogue, make_submission
     from specdec_kit.baseline import prompt_for_token
     from specdec_kit.rounds import compare, scripted_rounds
@@ -99,18 +120,34 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(c
     prompt = prompt_for_token(zoo.scripted_script().cycle[10])
     solution = record_rounds(classes["CachedSpeculativeDecoder"](*dirs, device="cpu"), prompt, 24, 4)
     expected = scripted_rounds(solution.prompt_ids, solution.result, 24, solution.decode)
-    same = compare(solution, expected)
-    assert "the rounds are the same" in same and "yours sd-first" not in same, "the script predicts the rounds"
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "no_bonus_token"]
-    path = tmp_path / "bug.ipynb"
+    path = tmp_path_factory.mktemp("bug") / "bug.ipynb"
     import nbformat
 
     nbformat.write(make_submission(SOLUTION, entry), path)
     bug = load_decoder_classes(path, ("CachedSpeculativeDecoder",))["CachedSpeculativeDecoder"](*dirs, device="cpu")
-    drawn = compare(record_rounds(bug, prompt, 24, 4), expected)
+    return compare(solution, expected), compare(record_rounds(bug, prompt, 24, 4), expected), expected
+
+
+def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(bug_drawn):
+    """On the scripted pair the expected rounds equal the solution's; a decoder that drops the bonus token is drawn
+    over them with its first differing round named."""
+    same, drawn, expected = bug_drawn
+    assert "the rounds are the same" in same and "yours sd-first" not in same, "the script predicts the rounds"
     first = next(i for i, r in enumerate(expected.rounds) if r.bonus)
     assert f"first difference: round {first}:" in drawn and "a bonus token" in drawn, drawn[-600:]
     assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_comparison_renders_in_headless_chromium_with_the_first_difference_marked(bug_drawn, tmp_path):
+    _, drawn, _ = bug_drawn
+    page = tmp_path / "compare.html"
+    page.write_text(f"<!doctype html><meta charset='utf-8'><body>{drawn}</body>\n")
+    pixels = screenshot(page, width=1000, height=900)
+    assert pixels.std() > 0.05, f"the screenshot is not blank (spread {pixels.std():.3f})"
+    assert shows_colour(pixels, "sd-rounds tr.sd-first"), "the first differing round is marked"
 
 
 def test_the_rounds_command_writes_a_page(tmp_path, capsys):
