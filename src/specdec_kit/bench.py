@@ -46,8 +46,9 @@ from tqdm.auto import tqdm
 from . import zoo
 from .baseline import target_greedy
 from .loading import load_model
+from .machine import busy_warning, cores, other_busy_cores
 from .prompts import Prompt
-from .result import Acceptance, acceptance
+from .result import Acceptance, acceptance, accepted_by_position
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, NoProgress, Observer, median_forward_seconds, synchronize, timed
 
@@ -242,7 +243,8 @@ def measure(setup: Setup, method: str, prompt: Prompt, k: int | None, max_new_to
         row.update(acceptance_rate=None, alpha=None, tokens_per_round=None)
     else:
         row.update(acceptance_figures(acceptance(outcome.proposed, outcome.accepted, len(outcome.token_ids),
-                                                 outcome.ended_at_eos)))
+                                                 outcome.ended_at_eos)),
+                   proposed_by_round=list(outcome.proposed), accepted_by_round=list(outcome.accepted))
     return outcome, row
 
 
@@ -300,12 +302,19 @@ def summarize(rows: list[dict], micro: dict) -> list[dict]:
             entry.update({
                 "acceptance_rate": drafts.rate, "alpha": drafts.alpha, "tokens_per_round": drafts.tokens_per_round,
                 "predicted_speedup": None if drafts.alpha is None else leviathan_speedup(drafts.alpha, k, c),
+                "accepted_by_position": by_position(group, k),
                 "forward_bound_speedup": forward_bound_speedup(drafts.tokens_per_round, base_s_per_token, k,
                                                                micro["draft_1"], verify)
                 if verify and drafts.tokens_per_round else None,
             })
         summary.append(entry)
     return summary
+
+
+def by_position(rows: pd.DataFrame, k: int) -> list[float | None] | None:
+    """accepted_by_position over the rows that kept their per-round counts (HF's methods report none)."""
+    kept = rows[[isinstance(counts, list) for counts in rows.get("proposed_by_round", pd.Series(index=rows.index))]]
+    return accepted_by_position(list(kept.proposed_by_round), list(kept.accepted_by_round), k) if len(kept) else None
 
 
 def forwards_per_token(rows: pd.DataFrame) -> dict:
@@ -425,10 +434,19 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
     bench_plan(list(methods), k_values, temperatures)  # refuses sampling methods without a temperature
     preflight(decoder_classes, methods, say=print if progress else None)
     setup = make_setup(target, draft, decoder_classes, device, dtype, list(methods))
+    machine = {"cores": cores(), "threads": torch.get_num_threads(), "busy_cores_before": other_busy_cores()}
+    warn(busy_warning(machine["busy_cores_before"], machine["threads"]), progress)
     rows, micro = run_bench(setup, prompts, k_values, repeats, list(methods), max_new_tokens, progress=progress,
                             temperatures=temperatures, micro_k_values=micro_k_values, adaptive_k=adaptive_k,
                             runners=runners)
-    return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values)
+    machine["busy_cores_after"] = other_busy_cores()
+    warn(busy_warning(machine["busy_cores_after"], machine["threads"], when="as the benchmark ended"), progress)
+    return report(setup, rows, micro, pair=pair, target=target, draft=draft, k_values=k_values, machine=machine)
+
+
+def warn(warning: str | None, progress: bool) -> None:
+    if warning and progress:
+        print(warning)
 
 
 def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], None] | None = print) -> None:
@@ -472,17 +490,18 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
 
 
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,
-           k_values: list[int]) -> dict:
+           k_values: list[int], machine: dict | None = None) -> dict:
     """The JSON document `bench` writes (see bench_schema.json)."""
     public = ("method", "k", "temperature", "prompt_id", "category", "repeat", "new_tokens", "seconds", "tokens_per_s",
               "acceptance_rate", "alpha", "tokens_per_round", "target_forwards", "draft_forwards",
               "identical_to_target", "target_input_lengths", "draft_input_lengths", "forward_seconds", "rounds",
-              "proposed", "accepted", "rejections")
+              "proposed", "accepted", "rejections", "proposed_by_round", "accepted_by_round")
     return {
         "version": SCHEMA_VERSION, "pair": pair, "target": target, "draft": draft,
         "device": _device_name(setup.device), "dtype": str(setup.target.dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(), "k_values": k_values, "micro": micro,
+        **({"machine": machine} if machine else {}),
         "rows": [{key: _plain(row.get(key)) for key in public} for row in rows],
         "summary": [{key: _plain(value) for key, value in entry.items()} for entry in summarize(rows, micro)],
         "by_category": [{key: _plain(value) for key, value in entry.items()}

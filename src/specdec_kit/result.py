@@ -53,6 +53,18 @@ def acceptance(proposed: list[int], accepted: list[int], tokens: int, ended_at_e
     return Acceptance(sum(proposed), sum(accepted), rejections, len(proposed), tokens)
 
 
+def accepted_by_position(proposed: list[list[int]], accepted: list[list[int]], k: int) -> list[float | None]:
+    """For draft positions i = 1..k over decodes' per-round counts: of the rounds that proposed at least i drafts,
+    the fraction that accepted at least i (None where no round proposed i). If each draft were accepted with
+    probability alpha independently of the others, position i's fraction would be alpha^i."""
+    rounds = [(p, a) for ps, acs in zip(proposed, accepted) for p, a in zip(ps, acs)]
+    fractions = []
+    for i in range(1, k + 1):
+        reached = [a for p, a in rounds if p >= i]
+        fractions.append(sum(a >= i for a in reached) / len(reached) if reached else None)
+    return fractions
+
+
 @dataclass(frozen=True)
 class DecodeResult:
     """The outcome of one speculative decode.

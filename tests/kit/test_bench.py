@@ -8,8 +8,9 @@ import pytest
 
 from specdec_kit import bench
 from specdec_kit.cli import main
+from specdec_kit.machine import busy_warning, too_busy
 from specdec_kit.prompts import load_prompts
-from specdec_kit.result import Acceptance, DecodeResult, acceptance
+from specdec_kit.result import Acceptance, DecodeResult, acceptance, accepted_by_position
 from specdec_kit.theory import leviathan_speedup
 
 from conftest import REPO
@@ -156,6 +157,66 @@ def test_plot_legend_sits_below_the_panels(tiny_run):
     top = legend.get_window_extent().y1
     bottom = min(ax.get_window_extent().y0 for ax in figure.axes)
     assert top <= bottom, f"the legend's top ({top:.0f} px) should be below the panels' bottom ({bottom:.0f} px)"
+
+
+def test_the_caption_says_what_the_bars_are_over_how_many_runs_under_the_legend(tiny_run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from specdec_kit.plot import plot_bench
+
+    figure = plot_bench(tiny_run[1])
+    figure.canvas.draw()
+    [caption] = [t for t in figure.texts if t.get_text().startswith("Points: medians")]
+    assert "25th to 75th percentile" in caption.get_text() and "2 prompts x 2 repeats, up to 12 new tokens" in \
+        caption.get_text(), caption.get_text()
+    assert caption.get_window_extent().y1 <= figure.legends[0].get_window_extent().y0 + 1, "caption under the legend"
+
+
+def test_a_busy_machine_is_recorded_and_named_in_the_caption(tiny_run):
+    from specdec_kit.plot import caption
+
+    machine = tiny_run[1]["machine"]
+    assert machine["cores"] >= 1 and machine["threads"] == 2, machine
+    assert {"busy_cores_before", "busy_cores_after"} <= set(machine), machine
+    busy = {**tiny_run[1], "machine": {**machine, "cores": 2, "threads": 2, "busy_cores_before": 1.6}}
+    assert "kept 1.6 of 2 cores busy: figures unreliable" in caption(busy)
+    idle = {**tiny_run[1], "machine": {**machine, "cores": 2, "threads": 2, "busy_cores_before": 0.1,
+                                       "busy_cores_after": 0.2}}
+    assert "unreliable" not in caption(idle)
+
+
+def test_too_busy_when_other_processes_and_the_benchmark_do_not_fit_the_cores():
+    assert too_busy(1.6, 2, 2) and too_busy(0.6, 1, 1) and not too_busy(0.3, 2, 2) and not too_busy(None, 8, 1)
+    warning = busy_warning(64.0, threads=2)
+    assert "busier than its" in warning and "64.0 cores busy" in warning and "run the benchmark again" in warning
+    assert busy_warning(0.0, threads=1) is None
+
+
+def test_acceptance_by_position_counts_rounds_that_reached_each_position():
+    # Rounds (proposed, accepted): (3, 3), (3, 1), (2, 0); then one decode's (1, 1).
+    assert accepted_by_position([[3, 3, 2], [1]], [[3, 1, 0], [1]], 3) == [3 / 4, 1 / 3, 1 / 2]
+    assert accepted_by_position([[2]], [[2]], 4) == [1.0, 1.0, None, None], "no round reached positions 3 and 4"
+
+
+def test_summary_and_plot_of_acceptance_by_position(tiny_run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from specdec_kit.plot import plot_acceptance_by_position
+
+    summary = tiny_run[1]["summary"]
+    for entry in summary:
+        measured = entry.get("accepted_by_position")
+        if entry["method"] in ("cached", "no_cache"):
+            assert len(measured) == entry["k"] and all(0 <= f <= 1 for f in measured if f is not None), entry
+        else:
+            assert measured is None, f"{entry['method']} reports no rounds: {measured}"
+    figure = plot_acceptance_by_position(tiny_run[1])
+    lines = figure.axes[0].get_lines()
+    assert len(lines) == 4, "k = 1 and k = 3: measured and alpha^i each"
+    k3 = next(e for e in summary if e["method"] == "cached" and e["k"] == 3)
+    assert list(lines[3].get_ydata()) == pytest.approx([k3["alpha"] ** i for i in (1, 2, 3)])
 
 
 def test_notebook_sweep_is_short_on_a_cpu_and_caps_every_decode(solution_classes, tiny_dirs):
