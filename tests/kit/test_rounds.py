@@ -91,7 +91,7 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(c
     that drops the bonus token is drawn over them with its first differing round named."""
     from specdec_course.catalogue import load_catalogue, make_submission
     from specdec_kit.baseline import prompt_for_token
-    from specdec_kit.rounds import compare, scripted_rounds
+    from specdec_kit.rounds import compare, compare_text, scripted_rounds
 
     from conftest import REPO
 
@@ -107,10 +107,14 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(c
 
     nbformat.write(make_submission(SOLUTION, entry), path)
     bug = load_decoder_classes(path, ("CachedSpeculativeDecoder",))["CachedSpeculativeDecoder"](*dirs, device="cpu")
-    drawn = compare(record_rounds(bug, prompt, 24, 4), expected)
+    bug_rounds = record_rounds(bug, prompt, 24, 4)
+    drawn = compare(bug_rounds, expected)
     first = next(i for i, r in enumerate(expected.rounds) if r.bonus)
     assert f"first difference: round {first}:" in drawn and "a bonus token" in drawn, drawn[-600:]
     assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
+    text = compare_text(bug_rounds, expected).splitlines()
+    assert text[0].startswith(f"first difference: round {first}:") and text[-2].startswith(f"> round {first} yours") \
+        and text[-1].startswith(f"> round {first} expected") and text[-1].endswith("(bonus)"), "\n".join(text)
 
 
 def test_the_rounds_command_writes_a_page(tmp_path, capsys):
