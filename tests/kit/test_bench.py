@@ -2,6 +2,7 @@
 Speed itself is shown by running the benchmark, never asserted here."""
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -218,3 +219,27 @@ def test_hf_assisted_rows_hold_tokens_only(tiny_dirs):
         outcome = bench.RUNNERS[method](setup, "The capital of France is", 16, 3)
         assert len(outcome.token_ids) == 16 and outcome.proposed is None and outcome.accepted is None, \
             f"{method}: the student package's rows hold tokens only, got {outcome}"
+
+
+def test_a_blank_notebooks_demo_cells_say_what_to_finish_first():
+    """The release notebook run with nothing filled in: each demo cell that needs an unfinished decoder names the
+    method to write and the test to pass, and no later cell fails on a name an earlier one never defined."""
+    import nbformat
+
+    from shell import shell
+
+    notebook = nbformat.read(REPO / "assignment" / "speculative_decoding.ipynb", as_version=4)
+    with shell() as run:
+        outputs = run(notebook)
+    demos = {name for name, cell in zip(outputs, (c for c in notebook.cells if c.cell_type == "code"))
+             if "demo" in cell.metadata.get("tags", [])}
+    failed = {name: output for name, output in outputs.items() if output.ename}
+    assert {failed[name].ename for name in failed if name in demos} == {"NotReadyError"}, \
+        {name: output.ename for name, output in failed.items()}
+    assert all(failed[name].ename == "NotImplementedError" for name in failed if name not in demos), \
+        {name: output.ename for name, output in failed.items()}
+    for name in demos & set(failed):
+        message = failed[name].error_lines()[-1]
+        assert " ()" not in message and re.search(r"\w+\(\) still raises NotImplementedError. Write it and pass "
+                                                  r"test_\w+ first", message), \
+            f"{name} should name the method to write and the test to pass: {message}"
