@@ -90,7 +90,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec_kit import DecodeResult, common_prefix_length, crop_to
-from specdec_kit.bench import benchmark_decoder, preflight
+from specdec_kit.bench import benchmark_decoder, checked_decoder
 from specdec_kit.loading import (
     check_same_vocab,
     default_dtype,
@@ -302,13 +302,16 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 #
 # Each test cell builds your class on the kit's offline models (`specdec_kit.zoo`) on the CPU, and
 # judges it by what it returns and by the forward calls counted on its models. The graded versions also
-# run hidden cases.
+# run hidden cases. A test that passes prints one line saying what it checked. One that fails shows the
+# lines of your code it went through (the kit's, torch's and transformers' frames folded away) and its
+# message; where your decode's tokens or counts differ from correct decoding's, it first draws your rounds,
+# each above the correct one, the first difference marked.
 
 # %% nbgrader={"grade": true, "grade_id": "test_loading", "locked": true, "points": 6, "schema_version": 3, "solution": false}
 """Loading: eval mode, a pad token, fp32 on the CPU, and a refusal of mismatched tokenizers."""
 from specdec_kit import checks
 
-checks.check_loading(SpeculativeDecoder)
+checks.run_test("test_loading", checks.check_loading, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -319,7 +322,7 @@ hidden.check_loading(SpeculativeDecoder)
 """Drafting: the draft model's k greedy tokens, new tokens only, shape [1, k]."""
 from specdec_kit import checks
 
-checks.check_draft_tokens(SpeculativeDecoder)
+checks.run_test("test_draft_tokens", checks.check_draft_tokens, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -330,7 +333,7 @@ hidden.check_draft_tokens(SpeculativeDecoder)
 """Verification: the target's prediction for draft i is the logit at position L-1+i, in one forward."""
 from specdec_kit import checks
 
-checks.check_verify_alignment(SpeculativeDecoder)
+checks.run_test("test_verify_alignment", checks.check_verify_alignment, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -341,7 +344,7 @@ hidden.check_verify_alignment(SpeculativeDecoder)
 """Verification: the correction token after a rejection and the bonus token after a full acceptance."""
 from specdec_kit import checks
 
-checks.check_correction_and_bonus(SpeculativeDecoder)
+checks.run_test("test_correction_and_bonus", checks.check_correction_and_bonus, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -352,7 +355,7 @@ hidden.check_correction_and_bonus(SpeculativeDecoder)
 """The loop: tokens identical to the target's own greedy decoding, for several prompts and k."""
 from specdec_kit import checks
 
-checks.check_exact(SpeculativeDecoder)
+checks.run_test("test_exact", checks.check_exact, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -363,7 +366,7 @@ hidden.check_exact(SpeculativeDecoder)
 """The loop: EOS ends the text wherever it falls; exactly max_tokens new tokens otherwise."""
 from specdec_kit import checks
 
-checks.check_eos_and_budget(SpeculativeDecoder)
+checks.run_test("test_eos_and_budget", checks.check_eos_and_budget, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -374,7 +377,7 @@ hidden.check_eos_and_budget(SpeculativeDecoder)
 """The loop: one target forward per round; proposed and accepted counts as the kit measures them."""
 from specdec_kit import checks
 
-checks.check_counts(SpeculativeDecoder)
+checks.run_test("test_counts", checks.check_counts, SpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -493,7 +496,7 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
 """Cached decoder: still identical to the target's greedy decoding (a stale cache changes the output)."""
 from specdec_kit import checks
 
-checks.check_exact(CachedSpeculativeDecoder)
+checks.run_test("test_cached_exact", checks.check_exact, CachedSpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -505,7 +508,7 @@ hidden.check_exact(CachedSpeculativeDecoder)
 a cache that holds another text is not used."""
 from specdec_kit import checks
 
-checks.check_cache_use(CachedSpeculativeDecoder)
+checks.run_test("test_cache_use", checks.check_cache_use, CachedSpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -524,8 +527,8 @@ hidden.check_cache_use(CachedSpeculativeDecoder)
 # %% tags=["demo"]
 from IPython.display import display
 
-preflight({"CachedSpeculativeDecoder": CachedSpeculativeDecoder}, ["cached"])  # seconds, before the real pair
-decoder = CachedSpeculativeDecoder(TARGET, DRAFT, device=DEVICE)
+# Checked on the tiny pair first (seconds); while the class is unfinished, `decoder` says what to finish.
+decoder = checked_decoder(CachedSpeculativeDecoder, TARGET, DRAFT, device=DEVICE)
 rounds = record_rounds(decoder, "The future of Artificial Intelligence is", max_tokens=40, num_speculative_tokens=4)
 result = rounds.result
 print(repr(result.text))
@@ -538,7 +541,7 @@ display(rounds)  # one line per round: kept drafts, the first rejected one, the 
 #
 # Timing is the kit's job, not the decoder's: `decoder.benchmark(...)` and `bench.compare(...)` use the
 # kit's harness (warm-up, synchronisation, interleaved runs, forward calls counted on the models). The
-# plot shows speedup and acceptance rate against k beside two theory curves, and the table below it the
+# plot shows speedup and acceptance rate against k beside two theory curves, and the table with it the
 # figures behind them, per method and k over the prompts and repeats:
 #
 # - **speedup**: the median over prompts and repeats of the method's tokens/s over target greedy's, for
@@ -552,27 +555,33 @@ display(rounds)  # one line per round: kept drafts, the first rejected one, the 
 #   verify pass over k+1 tokens cost what one target step costs.
 # - **forward-bound speedup**: tokens per round x target greedy's seconds per token / (k draft steps +
 #   one verify pass over k+1 tokens), all measured: the speedup with no overhead outside the forwards.
+#
+# Each point is a median over prompts and repeats; its bars (and the table's `speedup_q1`, `speedup_q3`)
+# span the middle half of the paired speedups behind it, as the caption under the plot says. Differences
+# smaller than those bars are noise. The benchmark warns when other programs keep the machine's cores busy:
+# its figures are then slower and noisier than your decoder is. The second plot shows, for each k, how
+# often draft position i is accepted, beside alpha^i: the two agree when each draft is accepted
+# independently with the same probability alpha, which Leviathan's prediction assumes.
 
 # %% tags=["demo"]
 print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=40, num_runs=3))
 
 # %% tags=["demo"]
+import pandas as pd
+
 from specdec_kit import bench
-from specdec_kit.plot import plot_bench
+from specdec_kit.plot import plot_acceptance_by_position, plot_bench
 from specdec_kit.prompts import load_prompts
 
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
-sweep = bench.notebook_sweep(DEVICE)  # under a minute on a 2-core CPU; more k and tokens on a GPU
+COLUMNS = ["method", "k", "speedup", "speedup_q1", "speedup_q3", "acceptance_rate", "alpha", "c", "tokens_per_round",
+           "predicted_speedup", "forward_bound_speedup"]
+sweep = bench.notebook_sweep(DEVICE)  # a few minutes on a 2-core CPU; more k and tokens on a GPU
 print(sweep)
 document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
                          repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE)
 figure = plot_bench(document)
-
-# %% tags=["demo"]
-import pandas as pd
-
-COLUMNS = ["method", "k", "speedup", "acceptance_rate", "alpha", "c", "tokens_per_round", "predicted_speedup",
-           "forward_bound_speedup"]
+by_position = plot_acceptance_by_position(document)
 pd.DataFrame(document["summary"])[COLUMNS].round(3)  # predicted_speedup: Leviathan's prediction
 
 # %% [markdown]
@@ -602,12 +611,13 @@ checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 # ## Report (10 points, graded by hand)
 #
 # In at most 400 words: the speedup and acceptance rate you measured against k (with the plot above),
-# why the measured speedup falls short of Leviathan's prediction and of the forward-bound curve, what a
-# rejection costs your cached decoder, and one change that would raise the speedup on your hardware.
+# judged against their spread, why the measured speedup falls short of Leviathan's prediction and of the
+# forward-bound curve, what a rejection costs your cached decoder, and one change that would raise the
+# speedup on your hardware.
 #
 # | points | what earns them |
 # |---|---|
-# | 3 | your measured speedup and acceptance rate against k, from the table above, with the pair and device, and the k that is best there |
+# | 3 | your measured speedup and acceptance rate against k, from the table above, with the pair and device, and the k that is best there; which differences between k are larger than the bars (the middle half of the paired speedups), and whether the machine was busy |
 # | 3 | why the measured speedup falls short of Leviathan's prediction and of the forward-bound curve: what each assumes that your run does not grant |
 # | 2 | what a rejection costs your cached decoder: the forwards spent on rejected drafts, and what rollback keeps |
 # | 2 | one change that would raise the speedup on your hardware, and why it would |
@@ -724,7 +734,7 @@ def accept_sampled(p: torch.Tensor, q: torch.Tensor, draft_tokens: torch.Tensor,
 """Extra credit: the first two sampled tokens follow the target's warped distribution (chi-square tests)."""
 from specdec_kit import checks
 
-checks.check_sampling(SpeculativeSampler)
+checks.run_test("test_sampling", checks.check_sampling, SpeculativeSampler)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -807,7 +817,7 @@ def lookup_drafts(ids: list[int], k: int, max_ngram_size: int = 3) -> list[int]:
 """Extra credit: prompt lookup's drafts, its output against target greedy, and its rounds on the scripted pair."""
 from specdec_kit import checks
 
-checks.check_lookup(PromptLookupDecoder)
+checks.run_test("test_lookup", checks.check_lookup, PromptLookupDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 
@@ -942,7 +952,7 @@ def next_k(reached: list[int], rejected: list[int], costs: ForwardCosts, max_k: 
 """Extra credit: adaptive k's drafts in every round on the scripted pair, and its output against target greedy."""
 from specdec_kit import checks
 
-checks.check_adaptive(AdaptiveSpeculativeDecoder)
+checks.run_test("test_adaptive", checks.check_adaptive, AdaptiveSpeculativeDecoder)
 ### BEGIN HIDDEN TESTS
 from autograder import hidden
 

@@ -51,6 +51,7 @@ from .prompts import Prompt
 from .result import Acceptance, acceptance, accepted_by_position
 from .theory import forward_bound_speedup, leviathan_speedup
 from .timing import ForwardRecorder, NoProgress, Observer, median_forward_seconds, synchronize, timed
+from .tracebacks import library_name, render
 
 SCHEMA_VERSION = 4
 METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
@@ -86,9 +87,9 @@ class Sweep:
                 f"{self.repeats} repeat{'s' if self.repeats > 1 else ''}")
 
 
-# A CPU sweep stays under a minute on 2 cores (the student README gives the measured figure); a GPU times
-# more k, each prompt's whole budget and two repeats.
-NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 32, 1), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 2, (0.7, 1.0))}
+# Three repeats of each prompt, so that each point has a spread to judge it by; a CPU keeps to 2 prompts, 3 k and
+# 24 tokens (the student README gives the measured time); a GPU times more k and each prompt's whole budget.
+NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 24, 3), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 3, (0.7, 1.0))}
 
 
 def notebook_sweep(device: str) -> Sweep:
@@ -102,6 +103,15 @@ PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K = "The future of Artificial Inte
 
 class NotReadyError(ValueError):
     """A notebook's decoder cannot be benchmarked yet: on the tiny pair it fails or gives other tokens."""
+
+    def _render_traceback_(self) -> list[str]:
+        return render(self)
+
+
+# The test that shows each class works, named where a demo cell finds it unfinished.
+PASS_FIRST = {"SpeculativeDecoder": "test_exact", "CachedSpeculativeDecoder": "test_cached_exact",
+              "SpeculativeSampler": "test_sampling", "PromptLookupDecoder": "test_lookup",
+              "AdaptiveSpeculativeDecoder": "test_adaptive"}
 
 
 @dataclass(frozen=True)
@@ -472,11 +482,12 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
                 decode = decoder.speculative_sample if sampler else decoder.speculative_decode
                 got = list(decode(PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K).token_ids)
         except NotImplementedError as e:
-            raise NotReadyError(f"{name} is not finished ({e or 'NotImplementedError'}): the benchmark times "
-                                "finished decoders; pass the tests of its part first") from e
+            raise NotReadyError(f"{name} is not finished: {unfinished(e)} still raises NotImplementedError. "
+                                f"Write it and pass {PASS_FIRST.get(name, 'the tests of its part')} first; this cell "
+                                "runs finished decoders") from None
         except (Exception, NoProgress) as e:
-            raise NotReadyError(f"{name} failed on the tiny pair before the benchmark: {type(e).__name__}: {e}. "
-                                "Pass the tests of its part first") from e
+            raise NotReadyError(f"{name} failed on the tiny pair before running here: {type(e).__name__}: {e}. "
+                                f"Pass {PASS_FIRST.get(name, 'the tests of its part')} first") from e
         if sampler:  # sampled tokens follow the target only in distribution: check the budget alone
             if len(got) != PREFLIGHT_TOKENS and got[-1:] != [decoder.target_tokenizer.eos_token_id]:
                 raise NotReadyError(f"{name} returned {len(got)} tokens for max_tokens={PREFLIGHT_TOKENS} on the "
@@ -487,6 +498,42 @@ def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], No
         if say:
             say(f"{name} decodes the tiny pair {'within its budget' if sampler else 'as its target does'}: "
                 "benchmarking it")
+
+
+def unfinished(error: BaseException) -> str:
+    """The student's method that raised `error` (the innermost frame of their own code), as `Class.name()`."""
+    tb, name = error.__traceback__, ""
+    while tb is not None:
+        if library_name(tb.tb_frame.f_code.co_filename) is None:
+            code = tb.tb_frame.f_code
+            name = getattr(code, "co_qualname", code.co_name)  # Python 3.11 names the class too
+        tb = tb.tb_next
+    return f"{name}()" if name and not name.startswith("<") else "one of its methods"
+
+
+class NotReady:
+    """Stands in for a decoder that `preflight` found unfinished: any use of it raises the NotReadyError that says
+    what to finish first, so that every cell that uses it says so (and none fails on a name never defined)."""
+
+    def __init__(self, error: NotReadyError):
+        self._error = error
+
+    def __getattr__(self, name: str):
+        raise NotReadyError(str(self._error))
+
+    def __repr__(self) -> str:
+        return f"<not ready: {self._error}>"
+
+
+def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):
+    """`decoder_class(target, draft, device=device, **init)` once it decodes the tiny pair as its target does
+    (`preflight`, seconds); until then a `NotReady` stand-in that says what to finish first wherever it is used."""
+    try:
+        preflight({decoder_class.__name__: decoder_class}, [m for m, name in DECODER_METHODS.items()
+                                                            if name == decoder_class.__name__], say=None)
+    except NotReadyError as e:
+        return NotReady(e)
+    return decoder_class(target, draft, device=device, **init)
 
 
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,

@@ -17,7 +17,8 @@ Kinds of probe (`request["kind"]`):
 - `load`: construct the class; report each model's mode, dtype and pad token; then construct it with
   a draft whose tokenizer differs from the target's and report whether that was refused.
 - `draft`: `generate_draft_tokens(prefix, k)` per case `[prefix ids, k]`, `repeat` times each.
-- `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`.
+- `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`; reports what came back
+  (a triple's tokens, n_accepted and next_token's shape, or the type and length of anything else).
 - `decode`: `speculative_decode(prompt, max_tokens, k)` per case `[prompt, max_tokens, k]`; with
   `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off).
 - `sample`: `speculative_sample(prompt, max_tokens, k, temperature, top_p, generator)` `samples` times per
@@ -105,9 +106,12 @@ def call_student(method: str, fn: Callable, *args, emit: Emit, describe: str = "
 
 
 def student_frames(error: BaseException) -> str:
-    """The traceback of `error` limited to frames in notebook cells (`<... cell>` file names)."""
+    """The traceback of `error` limited to frames in notebook cells (`<... cell>` file names); none for NoProgress,
+    raised at a target forward that is not where the loop goes wrong (its message says what the rounds returned)."""
     import traceback
 
+    if isinstance(error, NoProgress):
+        return ""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(error), error)
     return "".join(lines)
@@ -214,11 +218,18 @@ def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:
             ids, mask = _ids(prefix)
             out = call_student("verify_tokens_vectorized", decoder.verify_tokens_vectorized, ids,
                                torch.tensor([drafts]), mask, emit=emit, describe=f"prefix {prefix}, drafts {drafts}")
-            result = {"triple": isinstance(out, tuple) and len(out) == 3}
+            result = {"triple": isinstance(out, tuple) and len(out) == 3, "type": type(out).__name__,
+                      "length": len(out) if isinstance(out, (tuple, list)) else None}
             if result["triple"]:
                 accepted, position, next_token = out
-                result.update(accepted=_tokens(accepted), position=_int(position), next=_tokens(next_token))
+                result.update(accepted=_tokens(accepted), position=_int(position), next=_tokens(next_token),
+                              next_shape=_shape(next_token))
             emit({"event": "case", "index": index, "result": result})
+
+
+def _shape(value) -> list[int] | str:
+    """A tensor's shape, or the name of what came instead."""
+    return list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
 def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:

@@ -138,10 +138,21 @@ def render(rounds: Rounds) -> str:
     return f"{STYLE}<div class='sd-rounds'>{_legend()}{_folded(lines, 1)}<p>{summary}</p></div>"
 
 
+def first_difference(got: Rounds, expected: Rounds) -> int | None:
+    """The first round whose drafts, counts or target token differ (or that one side lacks); None if none does."""
+    return next((i for i, (a, b) in enumerate(zip(got.rounds, expected.rounds)) if _shown(a) != _shown(b)),
+                None if len(got.rounds) == len(expected.rounds) else min(len(got.rounds), len(expected.rounds)))
+
+
+def _where(got: Rounds, expected: Rounds, first: int | None) -> str:
+    return ("the rounds are the same" if first is None else
+            f"first difference: round {first}: {_describe(got, first)} where correct decoding "
+            f"{_describe(expected, first)}")
+
+
 def compare(got: Rounds, expected: Rounds, title: str = "") -> str:
     """Your rounds over the expected ones, a round each, the first round that differs outlined and named."""
-    first = next((i for i, (a, b) in enumerate(zip(got.rounds, expected.rounds)) if _shown(a) != _shown(b)),
-                 None if len(got.rounds) == len(expected.rounds) else min(len(got.rounds), len(expected.rounds)))
+    first = first_difference(got, expected)
     lines = [_prompt_row(got)]
     for number in range(max(len(got.rounds), len(expected.rounds))):
         mark = " sd-first" if number == first else ""
@@ -149,12 +160,41 @@ def compare(got: Rounds, expected: Rounds, title: str = "") -> str:
             row = (_round_row(rounds, number, f"{number} {who}") if number < len(rounds.rounds) else
                    f"<tr class='round'><td class='margin'>{who}</td><td>(no round {number})</td><td></td></tr>")
             lines.append(row.replace("<tr class='round'>", f"<tr class='round {who}{mark}'>", 1))
-    where = ("the rounds are the same" if first is None else
-             f"first difference: round {first}: {_describe(got, first)} where correct decoding "
-             f"{_describe(expected, first)}")
+    where = _where(got, expected, first)
     heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
     return (f"{STYLE}<div class='sd-rounds'>{heading}{_legend()}<p>{html.escape(where)}</p>"
             f"{_folded(lines, 1 + 2 * max(first or 0, 0))}</div>")
+
+
+def compare_text(got: Rounds, expected: Rounds, title: str = "", before: int = 3) -> str:
+    """`compare` as plain text: the first difference named, then the rounds up to it (`before` rounds ahead of it),
+    yours above the expected, each as `[accepted drafts] ~rejected~ (unverified) + target token`."""
+    first = first_difference(got, expected)
+    lines = [title] if title else []
+    lines.append(_where(got, expected, first))
+    last = max(len(got.rounds), len(expected.rounds)) - 1 if first is None else first
+    start = max(0, last - before)
+    if start:
+        lines.append(f"(rounds 0 to {start - 1} are the same)")
+    for number in range(start, last + 1):
+        mark = ">" if number == first else " "
+        for who, rounds in (("yours", got), ("expected", expected)):
+            lines.append(f"{mark} round {number} {who:<8} {_round_text(rounds, number)}")
+    return "\n".join(lines)
+
+
+def _round_text(rounds: Rounds, number: int) -> str:
+    if number >= len(rounds.rounds):
+        return "(no such round)"
+    r, word = rounds.rounds[number], lambda t: repr(rounds.decode([t]))
+    if r.drafts is None:
+        drafts = f"({r.proposed} drafts)"
+    else:
+        drafts = " ".join(word(t) if i < r.accepted else f"~{word(t)}~" if i == r.accepted else f"({word(t)})"
+                          for i, t in enumerate(r.drafts)) or "no drafts"
+    added = "nothing" if r.target_token is None else \
+        f"{word(r.target_token)} ({'bonus' if r.bonus else 'correction'})"
+    return f"k={r.proposed} accepted {r.accepted}: {drafts} + {added}"
 
 
 def _shown(r: Round) -> tuple:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .cache import crop_to
+from .tracebacks import render
 
 ROLES = ("target", "draft")
 # Hooks run as they are, never traced by torch.compile: traced, a hook's state (a counter, the recorder it
@@ -109,15 +110,73 @@ class NoProgress(BaseException):
     """A decode made more target forward passes than any decode that ends could need.
 
     Raised from the target's forward hook, so the loop stops in seconds instead of running on; a
-    BaseException, so that a student's `except Exception` around a round cannot swallow it and loop on.
+    BaseException, so that a student's `except Exception` around a round cannot swallow it and loop on. In a
+    notebook its traceback shows the cell that was run alone: the forward it was raised at is not the bug.
     """
 
+    def _render_traceback_(self) -> list[str]:
+        return render(self, first_only=True, why=": the kit stopped the decode at a target forward, which is not "
+                                                  "where the bug is (the message says what the rounds returned)")
 
-def no_progress_message(forwards: int, max_tokens: int) -> str:
+
+def no_progress_message(forwards: int, max_tokens: int, rounds: str = "") -> str:
     return (f"speculative_decode made {forwards} target forward passes with max_tokens={max_tokens} and had not "
-            "returned: a round that emits no token repeats for ever. Every round must append the target's own "
-            "token after the accepted drafts: the correction after a rejection, the bonus token when every draft "
+            f"returned: a round that emits no token repeats for ever. {rounds}Every round must append the target's "
+            "own token after the accepted drafts: the correction after a rejection, the bonus token when every draft "
             "was accepted, and so also in a round with no room left for drafts (k = 0)")
+
+
+def _shape(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"of shape {tuple(value.shape)}"
+    return f"of type {type(value).__name__}"
+
+
+def _length(value) -> int | None:
+    return value.shape[1] if isinstance(value, torch.Tensor) and value.dim() == 2 else None
+
+
+def _count(value) -> str:
+    try:
+        return str(int(value))
+    except (TypeError, ValueError, RuntimeError):
+        return f"of type {type(value).__name__}"
+
+
+@dataclass(frozen=True)
+class VerifyCall:
+    """One call of a decoder's verify_tokens_vectorized: the input's and drafts' lengths, what it returned."""
+
+    text: int | None  # input_ids.shape[1]
+    drafts: int | None  # draft_tokens.shape[1]
+    returned: object
+
+    @staticmethod
+    def of(args: tuple, kwargs: dict, returned) -> VerifyCall:
+        ids = args[0] if args else kwargs.get("input_ids")
+        drafts = args[1] if len(args) > 1 else kwargs.get("draft_tokens")
+        return VerifyCall(_length(ids), _length(drafts), returned)
+
+    def describe(self) -> str:
+        round_ = f"a round with {self.drafts} drafts" if self.drafts is not None else "a round"
+        out = self.returned
+        if not (isinstance(out, tuple) and len(out) == 3):
+            return f"verify_tokens_vectorized returned {_shape(out)} in {round_}"
+        accepted, n_accepted, next_token = out
+        return (f"verify_tokens_vectorized returned n_accepted {_count(n_accepted)}, accepted_tokens "
+                f"{_shape(accepted)} and next_token {_shape(next_token)} in {round_}")
+
+
+def describe_rounds(calls: list[VerifyCall]) -> str:
+    """What the last rounds' verifications returned, and on how long a text each ran: the words of NoProgress."""
+    if not calls:
+        return ""
+    last, texts = calls[-1], [c.text for c in calls]
+    grew = "" if None in texts or len(texts) < 2 else (
+        f" The last {len(texts)} rounds ran on texts of {', '.join(map(str, texts))} tokens"
+        + (": the text stopped growing." if len(set(texts)) == 1 else "."))
+    return f"In the last round {last.describe()}{'' if last.text is None else f' on a text of {last.text} tokens'}." \
+           f"{grew} "
 
 
 class Observer:
@@ -126,13 +185,18 @@ class Observer:
     `with Observer(decoder, emit) as observer:` observes inside the block; `observer.expect_tokens(n)`
     before a decode of at most n tokens raises NoProgress once the target has made more forward passes
     than such a decode can take (one per round, each round at least one token; `ROUND_SLACK` times
-    that, so a decode that is merely wasteful still ends and is judged by its counts).
+    that, so a decode that is merely wasteful still ends and is judged by its counts). It also keeps what the
+    decoder's last few `verify_tokens_vectorized` calls returned (a wrapper on the instance while the block runs),
+    so that NoProgress can say what the rounds gave back.
     """
+
+    KEPT_ROUNDS = 3
 
     def __init__(self, decoder, emit: Emit, record_ids: bool = False):
         self._handles = []
         self._emit, self._record_ids = emit, record_ids
         self._max_tokens, self._target_forwards = None, 0
+        self._rounds: list[VerifyCall] = []
         for role in ROLES:
             model = getattr(decoder, f"{role}_model", None)
             if not isinstance(model, torch.nn.Module):
@@ -141,9 +205,19 @@ class Observer:
             embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
             if isinstance(embeddings, torch.nn.Module):
                 self._handles.append(embeddings.register_forward_hook(self._on_embedding(role)))
+        self._decoder, self._own_verify = decoder, "verify_tokens_vectorized" in getattr(decoder, "__dict__", {})
+        verify = getattr(decoder, "verify_tokens_vectorized", None)
+        if callable(verify) and hasattr(decoder, "__dict__"):
+            def watched(*args, **kwargs):
+                out = verify(*args, **kwargs)
+                self._rounds = [*self._rounds[1 - self.KEPT_ROUNDS:], VerifyCall.of(args, kwargs, out)]
+                return out
+
+            self._verify = verify
+            decoder.verify_tokens_vectorized = watched
 
     def expect_tokens(self, max_tokens: int) -> None:
-        self._max_tokens, self._target_forwards = max_tokens, 0
+        self._max_tokens, self._target_forwards, self._rounds = max_tokens, 0, []
 
     def _on_forward(self, role: str):
         @_eager
@@ -151,7 +225,8 @@ class Observer:
             if role == "target" and self._max_tokens is not None:
                 self._target_forwards += 1
                 if self._target_forwards > ROUND_SLACK * (self._max_tokens + 1):
-                    raise NoProgress(no_progress_message(self._target_forwards, self._max_tokens))
+                    raise NoProgress(no_progress_message(self._target_forwards, self._max_tokens,
+                                                         describe_rounds(self._rounds)))
             new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
             self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
                         "ids": list(ids) if ids is not None else None})
@@ -166,6 +241,12 @@ class Observer:
     def close(self) -> None:
         for handle in self._handles:
             handle.remove()
+        if hasattr(self, "_verify"):
+            if self._own_verify:
+                self._decoder.verify_tokens_vectorized = self._verify
+            else:
+                self._decoder.__dict__.pop("verify_tokens_vectorized", None)
+            del self._verify
 
     def __enter__(self) -> Observer:
         return self

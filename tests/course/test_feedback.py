@@ -43,6 +43,8 @@ from specdec_course.nbgrader_setup import (
     write_course_config,
 )
 
+from conftest import REPO
+
 # nbgrader's gradebook API warns about objects "not in session" on every new submission: noise (TOOLCHAIN.md).
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 NBGRADER_TIMEOUT = 120  # a hung nbgrader fails the test instead of stalling the suite
@@ -112,6 +114,27 @@ def kernel_error(autograder: Path) -> nbformat.NotebookNode:
     ])
 
 
+def rounds_picture() -> nbformat.NotebookNode:
+    """What a failing visible check draws in its test cell (`checks.run_test`): a decode's rounds, here correct
+    decoding's on the scripted pair with one bonus token dropped, over correct decoding's."""
+    import copy
+
+    from specdec_kit import zoo
+    from specdec_kit.baseline import prompt_for_token, zoo_tokenizer
+    from specdec_kit.checks.answers import answers_or_recorded
+    from specdec_kit.rounds import compare, compare_text, scripted_rounds
+
+    start = zoo.scripted_script().cycle[10]
+    tokenizer = zoo_tokenizer()
+    expected = scripted_rounds(tokenizer(prompt_for_token(start)).input_ids,
+                               answers_or_recorded(None).rounds(start, 4, 24), 24, tokenizer.decode)
+    yours = copy.deepcopy(expected)
+    next(r for r in yours.rounds if r.bonus).target_token = None
+    title = "test_counts, a prompt (k=4, max_tokens=24): your rounds, each above correct decoding's"
+    return new_output("display_data", data={"text/html": compare(yours, expected, title),
+                                            "text/plain": compare_text(yours, expected, title)})
+
+
 def passed() -> nbformat.NotebookNode:
     return new_output("stream", name="stdout", text=f"The kit's grading of test_add: passed ({TEST_POINTS} points)\n")
 
@@ -120,7 +143,7 @@ def role_cell(role: str, text: str) -> nbformat.NotebookNode:
     return new_markdown_cell(text, metadata={"specdec": {"role": role}})
 
 
-def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output, extra_cells=()):
+def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output, extra_cells=(), before=()):
     """The notebook the kit writes to autograded/: verdict and staff cells on top, the verdict in the test cell."""
     notebook = nbformat.from_dict(release)
     intro, answer_cell, test_cell, report = notebook.cells
@@ -129,7 +152,7 @@ def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output
                                       text=f"{sys.prefix}/lib/python3.11/site-packages/torch/x.py:3: UserWarning\n")]
     # Older courses left the hidden region in the test cell's source: it must be cut all the same.
     test_cell.source += f"\n{BEGIN_HIDDEN}\ncheck_add_hidden(add)\n{END_HIDDEN}"
-    test_cell.execution_count, test_cell.outputs = 2, [test_output]
+    test_cell.execution_count, test_cell.outputs = 2, [*before, test_output]
     report.source = "I add the two numbers with `+`."
     notebook.cells = [role_cell("verdict", "**Auto-graded by the kit.**"), role_cell("staff", STAFF_NOTE),
                       intro, answer_cell, *extra_cells, test_cell, report]
@@ -194,7 +217,8 @@ def course(tmp_path_factory) -> Course:
     printed = new_code_cell("print(open('../../../../autograder/hidden.py').read())", execution_count=5,
                             outputs=[new_output("stream", name="stdout", text=HIDDEN_PY)])
     notebooks = {
-        "alice": (autograded_notebook(release, "def add(a, b):\n    return a - b", kernel_error(autograder)), 0),
+        "alice": (autograded_notebook(release, "def add(a, b):\n    return a - b", kernel_error(autograder),
+                                      before=[rounds_picture()]), 0),
         "bob": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(), [printed]), TEST_POINTS),
         "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed()), TEST_POINTS),
     }
@@ -223,6 +247,9 @@ def test_page_shows_verdict_and_students_frames(course):
         "a grader path in an output must read <grader>, the rest of the line kept"
     assert "carol" in course.pages and passed().text in plain(course.pages["carol"]), \
         f"carol's page must show her test cell's verdict {passed().text!r}; {course.describe()}"
+    drawn = re.search(r"<tr class=.round yours sd-first.>", course.pages["alice"])  # the page quotes attributes anew
+    assert drawn and "first difference: round" in text, \
+        "the rounds a failing visible check drew in its test cell must be on the page"
 
 
 @pytest.mark.slow
@@ -321,6 +348,20 @@ def test_cleaning_drops_staff_cell_hidden_region_and_other_frames(tmp_path):
     assert test_cell.outputs[0].traceback == expected, \
         f"a traceback must keep the student's frames and its last line, paths scrubbed; got {test_cell.outputs[0]}"
     assert notebook.cells[1].metadata["specdec"]["role"] == "staff", "cleaning must work on a copy"
+
+
+def test_a_failing_visible_checks_rounds_stay_and_leak_nothing(tmp_path):
+    """The rounds a visible check drew pass the cleaning as they are, and the course's real guards (its autograder
+    folder's hidden lines, the grader's paths) find nothing in them, so the page is written."""
+    picture = rounds_picture()
+    notebook = autograded_notebook(source_notebook(), "def add(a, b):\n    return a - b",
+                                   kernel_error(Path("/srv/ag")), before=[picture])
+    secrets = grader_secrets(tmp_path / "course", REPO / "autograder")
+    cleaned = clean_for_feedback(notebook, secrets)
+    kept = [o for c in cleaned.cells for o in c.get("outputs", []) if o.output_type == "display_data"]
+    assert kept == [picture], "the drawn rounds must stay on the page unchanged"
+    assert leaks("\n".join(feedback._strings(picture)), secrets, hidden_lines(REPO / "autograder")) == [], \
+        "the drawn rounds show nothing of the grader's"
 
 
 def test_leaks_sees_through_html_escaping_and_highlighting():

@@ -142,9 +142,17 @@ def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
              if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
     assert set(cells) == set(plan.tests), f"plan tests {sorted(plan.tests)} != test cells {sorted(cells)}"
     for test, source in cells.items():
-        calls = [(node.func.value.id, node.func.attr, node.args[0].id) for node in ast.walk(ast.parse(source))
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                 and isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Name)]
+        calls = []
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.args):
+                continue
+            if node.func.attr == "run_test":  # checks.run_test("test_x", checks.check_x, Class): the visible check
+                named, check, decoder = node.args
+                assert named.value == test, f"{test}'s cell runs its check under the name {named.value!r}"
+                calls.append((check.value.id, check.attr, decoder.id))
+            elif isinstance(node.args[0], ast.Name):
+                calls.append((node.func.value.id, node.func.attr, node.args[0].id))
         class_name, test_checks = plan.tests[test]
         if test == verdict.SPEED_TEST:
             assert calls == [("checks", "check_speedup", class_name)] and test_checks == [checks.gate_rounds], \

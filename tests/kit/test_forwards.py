@@ -123,3 +123,18 @@ def test_the_counters_do_not_make_a_compiled_model_recompile(tiny_dirs):
                     model(ids)
                 assert len(calls) == 1, "the recorder still counts the compiled model's forward"
     assert sum(e["event"] == "forward" for e in events) == 6, "every forward of the compiled model is seen"
+
+
+def test_the_observer_keeps_the_last_verifications_only_while_it_observes(solution_classes, scripted_dirs):
+    """What NoProgress says of the last rounds comes from a wrapper on the decoder's verify_tokens_vectorized, which
+    the observer removes again."""
+    from specdec_kit.timing import Observer, describe_rounds
+
+    decoder = solution_classes["SpeculativeDecoder"](*scripted_dirs, device="cpu")
+    with Observer(decoder, lambda event: None) as observer:
+        observer.expect_tokens(12)
+        decoder.speculative_decode("a b c", 12, 3)
+        said = describe_rounds(observer._rounds)
+    assert "verify_tokens_vectorized" not in vars(decoder), "the wrapper is gone after the block"
+    assert len(observer._rounds) == Observer.KEPT_ROUNDS and "next_token of shape (1, 1) in a round with" in said, \
+        said

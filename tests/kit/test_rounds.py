@@ -12,7 +12,7 @@ import torch
 
 from specdec_kit import zoo
 from specdec_kit.adapters import load_decoder_classes
-from specdec_kit.rounds import FOLD, LEGEND, STYLE, record_rounds
+from specdec_kit.rounds import FOLD, LEGEND, STYLE, compare, compare_text, record_rounds
 from specdec_kit.timing import ForwardCosts
 
 from conftest import SOLUTION, needs_chromium, screenshot
@@ -112,7 +112,7 @@ def bug_drawn(classes, tmp_path_factory):
     pair, the expected rounds from the pair's script alone."""
     from specdec_course.catalogue import load_catalogue, make_submission
     from specdec_kit.baseline import prompt_for_token
-    from specdec_kit.rounds import compare, scripted_rounds
+    from specdec_kit.rounds import scripted_rounds
 
     from conftest import REPO
 
@@ -126,25 +126,29 @@ def bug_drawn(classes, tmp_path_factory):
 
     nbformat.write(make_submission(SOLUTION, entry), path)
     bug = load_decoder_classes(path, ("CachedSpeculativeDecoder",))["CachedSpeculativeDecoder"](*dirs, device="cpu")
-    return compare(solution, expected), compare(record_rounds(bug, prompt, 24, 4), expected), expected
+    return compare(solution, expected), record_rounds(bug, prompt, 24, 4), expected
 
 
 def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(bug_drawn):
     """On the scripted pair the expected rounds equal the solution's; a decoder that drops the bonus token is drawn
-    over them with its first differing round named."""
-    same, drawn, expected = bug_drawn
+    over them with its first differing round named, as HTML and as text."""
+    same, bug_rounds, expected = bug_drawn
     assert "the rounds are the same" in same and "yours sd-first" not in same, "the script predicts the rounds"
+    drawn = compare(bug_rounds, expected)
     first = next(i for i, r in enumerate(expected.rounds) if r.bonus)
     assert f"first difference: round {first}:" in drawn and "a bonus token" in drawn, drawn[-600:]
     assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
+    text = compare_text(bug_rounds, expected).splitlines()
+    assert text[0].startswith(f"first difference: round {first}:") and text[-2].startswith(f"> round {first} yours") \
+        and text[-1].startswith(f"> round {first} expected") and text[-1].endswith("(bonus)"), "\n".join(text)
 
 
 @pytest.mark.slow
 @needs_chromium
 def test_the_comparison_renders_in_headless_chromium_with_the_first_difference_marked(bug_drawn, tmp_path):
-    _, drawn, _ = bug_drawn
+    _, bug_rounds, expected = bug_drawn
     page = tmp_path / "compare.html"
-    page.write_text(f"<!doctype html><meta charset='utf-8'><body>{drawn}</body>\n")
+    page.write_text(f"<!doctype html><meta charset='utf-8'><body>{compare(bug_rounds, expected)}</body>\n")
     pixels = screenshot(page, width=1000, height=900)
     assert pixels.std() > 0.05, f"the screenshot is not blank (spread {pixels.std():.3f})"
     assert shows_colour(pixels, "sd-rounds tr.sd-first"), "the first differing round is marked"

@@ -12,7 +12,8 @@ passes one that runs the probes in another process, so that the judging happens 
 cannot reach it. `check_sampling` (`sampling.py`) judges a sampler's output distribution by chi-square tests,
 `check_lookup` (`lookup.py`) prompt lookup's drafts and rounds, `check_adaptive` (`adaptive.py`) adaptive k's
 drafts per round; `check_speedup` (`speed.py`) also times the cached decoder against HF assisted generation with
-the kit's benchmark.
+the kit's benchmark. A notebook's test cell runs its visible check through `run_test` (`cells.py`): a line when it
+passes; when it fails, the decode's rounds drawn over correct decoding's where the check found them different.
 """
 
 from .adaptive import check_adaptive
@@ -33,6 +34,7 @@ from .behaviour import (
     stale_cache_position,
     unfed_position,
 )
+from .cells import run_test
 from .core import CheckFailed, LocalRunner, as_runner, decoded, require, require_seen_forwards
 from .lookup import check_lookup
 from .sampling import SamplingCase, check_sampling
@@ -62,6 +64,7 @@ __all__ = [
     "check_loading", "check_lookup", "check_same_call_twice", "check_speedup", "check_sampling",
     "check_verify_alignment", "decoded",
     "describe_speed", "eos_and_budget_cases", "first_after", "gate_rounds",
-    "judge_speedup", "measure_speedup", "near_tie_accepted", "require", "require_seen_forwards", "speed_summary",
+    "judge_speedup", "measure_speedup", "near_tie_accepted", "require", "require_seen_forwards", "run_test",
+    "speed_summary",
     "speedup_repeats", "stale_cache_position", "timing_lock", "timing_plan", "unfed_position",
 ]

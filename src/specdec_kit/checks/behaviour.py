@@ -8,17 +8,20 @@ oracle while grading) and against the target's own greedy decoding elsewhere.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from .. import zoo
 from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
 from ..probes import CaseOutcome
 from ..result import DecodeResult
+from ..rounds import Rounds, build_rounds, scripted_rounds
+from ..rounds import first_difference as first_round_difference
 from .answers import answers_or_recorded
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
            "def fibonacci(n):\n")
 K_VALUES = (1, 2, 4, 7)
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,18 +80,21 @@ def check_draft_tokens(decoder, starts: tuple[int, ...] | None = None,
 # Part 3: verification
 
 
-def _verify(runner, cases: list[tuple[list[int], list[int]]]) -> list[tuple[list, int, list]]:
-    """(accepted tokens, index of the first rejected draft, next token) per case, from one target forward each."""
+def _verify(runner, cases: list[tuple[list[int], list[int]]]) -> list[tuple[list, int, list, list | str]]:
+    """(accepted tokens, index of the first rejected draft, next token, its shape) per case, from one target forward
+    each."""
     answers = []
     for outcome in runner.run({"kind": "verify", "pair": "scripted", "cases": cases}):
         result = outcome.result
+        got = (f"a {result['type']} of length {result['length']}" if result.get("length") is not None
+               else f"a {result.get('type', 'value of another type')}")
         require(result["triple"],
-                "verify_tokens_vectorized must return (accepted_tokens, n_accepted, next_token)")
+                f"verify_tokens_vectorized must return (accepted_tokens, n_accepted, next_token), got {got}")
         require_seen_forwards(outcome)
         calls = len(outcome.forwards["target"])
         require(calls == 1, f"verification made {calls} target forward passes: score the prompt and all drafts "
                             "with exactly one, which also gives the correction and bonus tokens")
-        answers.append((result["accepted"], result["position"], result["next"]))
+        answers.append((result["accepted"], result["position"], result["next"], result["next_shape"]))
     return answers
 
 
@@ -97,7 +103,7 @@ def check_verify_alignment(decoder, starts: tuple[int, ...] | None = None,
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     plan = [(start, k) for start in starts or tuple(script.cycle[:10]) for k in k_values]
     cases = [([script.eos_chain[0], start], answers.draft_chain(start, k)) for start, k in plan]
-    for (start, k), (_, drafts), (_, position, _) in zip(plan, cases, _verify(as_runner(decoder), cases)):
+    for (start, k), (_, drafts), (_, position, _, _) in zip(plan, cases, _verify(as_runner(decoder), cases)):
         expected = answers.rounds(start, k, k + 1).accepted[0]
         require(position == expected,
                 f"with drafts {drafts} after token {start}, the first rejected draft is at index {expected}, "
@@ -106,7 +112,8 @@ def check_verify_alignment(decoder, starts: tuple[int, ...] | None = None,
 
 
 def check_correction_and_bonus(decoder, rejected: int = 0, accepted_from: int = 0) -> None:
-    """A rejected draft is replaced by the target's token; a fully accepted draft earns the bonus token.
+    """A rejected draft is replaced by the target's token (the correction); a fully accepted draft earns the bonus
+    token, both from the verifying forward.
 
     `rejected` picks which token after which the draft disagrees (in cycle order), `accepted_from`
     the start on the EOS chain whose next two tokens the draft proposes correctly.
@@ -115,16 +122,22 @@ def check_correction_and_bonus(decoder, rejected: int = 0, accepted_from: int = 
     x = [t for t in script.cycle if t in script.disagree][rejected]
     start = script.eos_chain[accepted_from]
     chain = [script.target_next[start], script.target_next[script.target_next[start]]]
-    (accepted, position, next_token), (full, full_position, bonus) = _verify(
+    (accepted, position, next_token, next_shape), (full, full_position, bonus, bonus_shape) = _verify(
         as_runner(decoder), [([x], [script.draft_next[x]]), ([start], chain)])
-    require(position == 0 and accepted == [], "a draft the target would not produce must be rejected")
+    require(position == 0 and accepted == [],
+            f"with the draft [{script.draft_next[x]}] after token {x}, which the target would not produce, the draft "
+            f"must be rejected (n_accepted 0, accepted_tokens []); got n_accepted {position}, accepted_tokens "
+            f"{accepted}")
     require(next_token == [script.target_next[x]],
             f"after a rejection next_token must be the target's own token {script.target_next[x]} (the "
-            f"correction), read from the same forward pass; got {next_token}")
-    require(full_position == 2 and full == chain, "drafts the target agrees with are accepted")
+            f"correction), read from the same forward pass; got {next_token} (shape {next_shape})")
+    require(full_position == 2 and full == chain,
+            f"with the drafts {chain} after token {start}, which the target agrees with, both must be accepted "
+            f"(n_accepted 2, accepted_tokens {chain}); got n_accepted {full_position}, accepted_tokens {full}")
     require(bonus == [script.target_next[chain[-1]]],
-            "when every draft is accepted, next_token is the bonus token: the target's argmax after the last "
-            "draft, from the same forward pass")
+            f"when every draft is accepted, next_token is the bonus token: the target's argmax after the last "
+            f"draft, from the same forward pass. After the drafts {chain} (all accepted) next_token should be "
+            f"[{script.target_next[chain[-1]]}] (shape [1, 1]); got {bonus} (shape {bonus_shape})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +155,34 @@ def how_tokens_differ(got: list[int], expected: list[int]) -> str:
     where = first_difference(got, expected)
     return (f"first difference at new token {where} (got {got[where:where + 3]}, expected "
             f"{expected[where:where + 3]})")
+
+
+@contextmanager
+def rounds_shown(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: DecodeResult, title: str):
+    """Judge one decode on the `scripted` pair: a CheckFailed raised in the block carries, as `rounds`, the decode's
+    rounds (read off its forwards) and correct decoding's (from the pair's script), where the two differ. The
+    checks only attach them; a notebook's test cell draws them (`cells.run_test`)."""
+    try:
+        yield
+    except CheckFailed as e:
+        if e.rounds is None:
+            e.rounds = decode_rounds(outcome, prompt, max_tokens, expected, title)
+        raise
+
+
+def decode_rounds(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: DecodeResult,
+                  title: str) -> tuple[Rounds, Rounds, str] | None:
+    """(the decode's rounds, correct decoding's, a title), or None if the decode returned no DecodeResult or its
+    rounds are correct decoding's."""
+    result = outcome.result
+    if result.get("type") != "DecodeResult" or result.get("token_ids") is None:
+        return None
+    tokenizer, got = zoo_tokenizer(), decoded(outcome, title)
+    prompt_ids = tokenizer(prompt).input_ids
+    yours = build_rounds(prompt_ids, got, outcome.forwards["target"], outcome.forwards["draft"], max_tokens,
+                         {zoo.scripted_script().eos_id}, tokenizer.decode)
+    correct = scripted_rounds(prompt_ids, expected, max_tokens, tokenizer.decode)
+    return None if first_round_difference(yours, correct) is None else (yours, correct, title)
 
 
 EXACT_ADVICE = "Check the acceptance rule, what you append each round and when the loop stops."
@@ -186,17 +227,19 @@ def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None 
     cases = cases or eos_and_budget_cases()
     eos_in_prompt = zoo_tokenizer().eos_token + prompt_for_token(script.cycle[0])
     requests = [(prompt_for_token(start), max_tokens, k) for start, k, max_tokens, _ in cases]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted",
+    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
                                        "cases": [*requests, (eos_in_prompt, 10, 4)]})
-    for (start, k, max_tokens, label), outcome in zip(cases, outcomes):
+    for (start, k, max_tokens, label), (prompt, _, _), outcome in zip(cases, requests, outcomes):
         expected = answers.rounds(start, k, max_tokens)
-        got = decoded(outcome, label)
-        require(got.token_ids == expected.token_ids,
-                f"{label} (k={k}, max_tokens={max_tokens}): expected tokens {expected.token_ids}, got "
-                f"{got.token_ids}: {how_tokens_differ(got.token_ids, expected.token_ids)}. Emit EOS and nothing "
-                "after it, and never more than max_tokens new tokens.")
+        with rounds_shown(outcome, prompt, max_tokens, expected, f"{label} (k={k}, max_tokens={max_tokens})"):
+            got = decoded(outcome, label)
+            require(got.token_ids == expected.token_ids,
+                    f"{label} (k={k}, max_tokens={max_tokens}): expected tokens {expected.token_ids}, got "
+                    f"{got.token_ids}: {how_tokens_differ(got.token_ids, expected.token_ids)}. Emit EOS and nothing "
+                    "after it, and never more than max_tokens new tokens.")
     got = decoded(outcomes[-1], "a prompt that holds EOS")
-    require(len(got.token_ids) == 10, "an EOS inside the prompt must not stop decoding; only a generated EOS does")
+    require(len(got.token_ids) == 10, "an EOS inside the prompt must not stop decoding; only a generated EOS does "
+                                      f"(max_tokens=10, got {len(got.token_ids)} tokens: {got.token_ids})")
 
 
 COUNTED_EDGES = {  # eos_and_budget_cases whose counts test_counts judges, and the rule each shows
@@ -211,31 +254,35 @@ def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4, ans
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = starts or tuple(script.cycle[10:16])
     edges = [case for case in eos_and_budget_cases() if case[3] in COUNTED_EDGES]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "cases": [
+    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True, "cases": [
         *[(prompt_for_token(start), 24, k) for start in starts],
         *[(prompt_for_token(start), max_tokens, edge_k) for start, edge_k, max_tokens, _ in edges]]})
     for start, outcome in zip(starts, outcomes):
-        expected = answers.rounds(start, k, 24)
-        got = decoded(outcome, f"prompt {prompt_for_token(start)!r}")
-        require_seen_forwards(outcome)
-        calls = len(outcome.forwards["target"])
-        require(calls >= expected.rounds,
-                f"the kit saw {calls} target forward passes for a decode that takes {expected.rounds} rounds, "
-                "which need one each: every forward must go through the model's own call, with its hooks in place")
-        require(calls == expected.rounds, too_many_forwards(outcome, expected))
-        require(got.proposed == expected.proposed and got.accepted == expected.accepted,
-                f"per-round counts should be proposed {expected.proposed}, accepted {expected.accepted}; the "
-                f"decoder reported proposed {got.proposed}, accepted {got.accepted}. Count accepted drafts only "
-                "(not the bonus or correction token) and propose no more drafts than the budget leaves room for; a "
-                "round with no room left for drafts proposes 0 and still counts as a round.")
+        expected, prompt = answers.rounds(start, k, 24), prompt_for_token(start)
+        with rounds_shown(outcome, prompt, 24, expected, f"prompt {prompt!r} (k={k}, max_tokens=24)"):
+            got = decoded(outcome, f"prompt {prompt!r}")
+            require_seen_forwards(outcome)
+            calls = len(outcome.forwards["target"])
+            require(calls >= expected.rounds,
+                    f"the kit saw {calls} target forward passes for a decode that takes {expected.rounds} rounds, "
+                    "which need one each: every forward must go through the model's own call, with its hooks in "
+                    "place")
+            require(calls == expected.rounds, too_many_forwards(outcome, expected))
+            require(got.proposed == expected.proposed and got.accepted == expected.accepted,
+                    f"per-round counts should be proposed {expected.proposed}, accepted {expected.accepted}; the "
+                    f"decoder reported proposed {got.proposed}, accepted {got.accepted}. Count accepted drafts only "
+                    "(not the bonus or correction token) and propose no more drafts than the budget leaves room "
+                    "for; a round with no room left for drafts proposes 0 and still counts as a round.")
     for (start, edge_k, max_tokens, label), outcome in zip(edges, outcomes[len(starts):]):
         expected, got = answers.rounds(start, edge_k, max_tokens), decoded(outcome, label)
         if got.token_ids != expected.token_ids:
             continue  # wrong tokens are test_eos_and_budget's to name
-        require(got.proposed == expected.proposed and got.accepted == expected.accepted,
-                f"{label} (k={edge_k}, max_tokens={max_tokens}): per-round counts should be proposed "
-                f"{expected.proposed}, accepted {expected.accepted}; the decoder reported proposed {got.proposed}, "
-                f"accepted {got.accepted}. {COUNTED_EDGES[label]}")
+        with rounds_shown(outcome, prompt_for_token(start), max_tokens, expected,
+                          f"{label} (k={edge_k}, max_tokens={max_tokens})"):
+            require(got.proposed == expected.proposed and got.accepted == expected.accepted,
+                    f"{label} (k={edge_k}, max_tokens={max_tokens}): per-round counts should be proposed "
+                    f"{expected.proposed}, accepted {expected.accepted}; the decoder reported proposed "
+                    f"{got.proposed}, accepted {got.accepted}. {COUNTED_EDGES[label]}")
 
 
 def too_many_forwards(outcome: CaseOutcome, expected: DecodeResult) -> str:
@@ -353,9 +400,12 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
                                        "cases": [(prompt, max_tokens, k) for prompt in prompts]})
     for start, prompt, outcome in zip(starts, prompts, outcomes):
         expected = answers.rounds(start, k, max_tokens)
-        result = decoded(outcome, f"prompt {prompt!r}")
-        require(result.token_ids == expected.token_ids, "the cached decoder must produce the target's greedy tokens")
-        judge_cache_use(outcome, zoo_tokenizer()(prompt).input_ids + list(result.token_ids), k)
+        with rounds_shown(outcome, prompt, max_tokens, expected, f"prompt {prompt!r} (k={k}, max_tokens={max_tokens})"):
+            result = decoded(outcome, f"prompt {prompt!r}")
+            require(result.token_ids == expected.token_ids,
+                    f"prompt {prompt!r} (k={k}, max_tokens={max_tokens}): the cached decoder must produce the "
+                    f"target's greedy tokens; {how_tokens_differ(result.token_ids, expected.token_ids)}")
+            judge_cache_use(outcome, zoo_tokenizer()(prompt).input_ids + list(result.token_ids), k)
     check_other_text_starts_afresh(decoder, k, answers)
 
 

@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections import Counter
 from contextlib import contextmanager
 
 from ..probes import ROLES, CaseOutcome, assemble, pair_dirs, run_probe, set_threads
 from ..result import DecodeResult
+from ..tracebacks import fold, render
 
 LOCAL_SECONDS = 120  # one probe of a visible check in a notebook; on the tiny pair they take seconds
 
 
 class CheckFailed(AssertionError):
-    """A check's verdict: what was expected, what came back, and where to look."""
+    """A check's verdict: what was expected, what came back, and where to look.
+
+    In a notebook only the student's frames show (`tracebacks`); `rounds`, when a check sets it, holds the decode's
+    rounds and correct decoding's (`rounds.Rounds`, yours then expected) for the test cell to draw."""
+
+    rounds: tuple | None = None
+
+    def _render_traceback_(self) -> list[str]:
+        return render(self)
 
 
 def require(condition: bool, message: str) -> None:
@@ -29,23 +39,37 @@ class CheckTimeout(BaseException):
     """A visible check's call into the student's code ran past its time limit (a BaseException, so that an
     `except Exception` in that code cannot swallow it)."""
 
+    def _render_traceback_(self) -> list[str]:
+        return render(self, why=": your frames show where the code was when the time ran out")
+
 
 class LocalRunner:
-    """Runs probes on a decoder class in this process (a notebook's test cells); exceptions propagate.
+    """Runs probes on a decoder class in this process (a notebook's test cells); exceptions propagate, set to show
+    in IPython with the student's frames only (`tracebacks.fold`).
 
     Each probe may run for `seconds` (Unix, main thread: a SIGALRM timer; elsewhere without a limit), the
     offline models' first build not counted; past it, CheckTimeout names the call that had not returned.
+    `ran` counts the cases run, by the probe's kind and pair.
     """
 
     def __init__(self, decoder_class: type, seconds: float = LOCAL_SECONDS):
         self.decoder_class, self.seconds = decoder_class, seconds
+        self.ran: Counter[tuple[str, str]] = Counter()
         set_threads()
 
     def run(self, request: dict) -> list[CaseOutcome]:
         events = []
         pair_dirs(request["pair"])  # builds the offline pair once per machine, outside the time limit
-        with _time_limit(self.seconds, events):
-            run_probe(request, self.decoder_class, events.append)
+        try:
+            with _time_limit(self.seconds, events):
+                run_probe(request, self.decoder_class, events.append)
+        except Exception as e:  # the student's own exception (the kit's carry their own display)
+            if not hasattr(type(e), "_render_traceback_"):
+                fold(e)
+            raise
+        cases = request.get("cases", [None])
+        runs = sum(case[5] for case in cases) if request["kind"] == "sample" else len(cases) * request.get("repeat", 1)
+        self.ran[(request["kind"], request["pair"])] += runs
         return assemble(events)
 
 

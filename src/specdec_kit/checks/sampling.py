@@ -119,7 +119,8 @@ def check_sampler_cache(runner, case: SamplingCase, max_tokens: int = CACHE_TOKE
     [outcome] = runner.run({"kind": "sample", "pair": PAIR, "ids": True, "cases": [
         [case.prompt, max_tokens, case.k, case.temperature, case.top_p, 1, case.seed]]})
     require(outcome.result["type"] == "DecodeResult" and outcome.result["samples"],
-            f"{case.describe()}: speculative_sample must return a specdec_kit.DecodeResult")
+            f"{case.describe()}: speculative_sample must return a specdec_kit.DecodeResult with token_ids, got "
+            f"{outcome.result['type'] if outcome.result['type'] != 'DecodeResult' else 'one without token ids'}")
     text = zoo_tokenizer(PAIR)(case.prompt).input_ids + list(outcome.result["samples"][0])
     try:
         judge_cache_use(outcome, text, case.k)

@@ -18,6 +18,7 @@ from ..baseline import first_mismatch, prompt_for_token, target_greedy
 from ..probes import set_threads
 from ..timing import Observer
 from .answers import answers_or_recorded
+from .behaviour import how_tokens_differ
 from .core import as_runner, decoded, require, require_seen_forwards
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
@@ -56,7 +57,9 @@ def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
         expected = answers.rounds(start, k, 24)
         got = decoded(outcome, "the speed test's first check")
         require(got.token_ids == expected.token_ids,
-                "speedup is timed only for a decoder that produces the target's greedy tokens; fix test_cached_exact")
+                "speedup is timed only for a decoder that produces the target's greedy tokens; on the prompt "
+                f"{prompt_for_token(start)!r} (k={k}, max_tokens=24) "
+                f"{how_tokens_differ(got.token_ids, expected.token_ids)}: fix test_cached_exact")
         require_seen_forwards(outcome)
         calls = len(outcome.forwards["target"])
         require(calls == expected.rounds,
