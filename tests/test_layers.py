@@ -22,7 +22,7 @@ KIT, COURSE = "specdec_kit", "specdec_course"
 LAYERS = {
     0: [f"{KIT}.{name}" for name in ("__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo",
                                       "loading", "timing", "baseline", "theory", "sampling", "figures",
-                                      "remote", "tracebacks")],
+                                      "remote", "tracebacks", "machine")],
     1: [f"{KIT}.{name}" for name in ("probes", "bench", "plot", "demo", "checks", "adapters", "rounds")],
     2: [f"{KIT}.cli"],
     3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
