@@ -13,10 +13,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from specdec_kit import cache_kwargs, cache_of, common_prefix_length, crop_to
+from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.cache import cache_keyword, passed_cache
-from specdec_kit.timing import ForwardRecorder, median_forward_seconds
+from specdec_kit.timing import ForwardCosts, ForwardRecorder, median_forward_seconds
 
-from conftest import nothing_warned
+from conftest import SOLUTION, nothing_warned, target_greedy
+
+PROMPT = "The quick brown fox"
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +103,37 @@ def test_the_kits_forward_timing_warns_nothing(model):
     with nothing_warned():
         seconds = median_forward_seconds(model, context, 3, 1, torch.Generator().manual_seed(0))
     assert seconds > 0, f"a timed forward takes some time, got {seconds}"
+
+
+@pytest.fixture(scope="module")
+def cached_classes():
+    return load_decoder_classes(SOLUTION, ("CachedSpeculativeDecoder", "SpeculativeSampler",
+                                           "AdaptiveSpeculativeDecoder"))
+
+
+def greedy_decoder(classes, name, dirs):
+    if name == "AdaptiveSpeculativeDecoder":  # given its costs, so that it measures none
+        return classes[name](*dirs, device="cpu", forward_costs=ForwardCosts(1.0, (2.0,) * 18))
+    return classes[name](*dirs, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["CachedSpeculativeDecoder", "AdaptiveSpeculativeDecoder"])
+def test_solutions_cached_decoding_is_exact_and_warns_nothing(cached_classes, tiny_dirs, name):
+    decoder = greedy_decoder(cached_classes, name, tiny_dirs)
+    expected = target_greedy(decoder, PROMPT, 24)
+    with nothing_warned():
+        got = decoder.speculative_decode(PROMPT, max_tokens=24, num_speculative_tokens=3)
+    assert got.token_ids == expected, (
+        f"{name} with its caches must equal target greedy: got {got.token_ids}, expected {expected}"
+    )
+
+
+def test_solutions_cached_sampling_warns_nothing(cached_classes, tiny_dirs):
+    sampler = cached_classes["SpeculativeSampler"](*tiny_dirs, device="cpu")
+    with nothing_warned():
+        got = sampler.speculative_sample(PROMPT, max_tokens=24, num_speculative_tokens=3, temperature=0.8,
+                                         generator=torch.Generator().manual_seed(0))
+    assert 0 < len(got.token_ids) <= 24, f"a sample of at most 24 tokens, got {len(got.token_ids)}"
 
 
 def test_common_prefix_length():
