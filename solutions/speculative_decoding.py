@@ -89,7 +89,7 @@ if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specde
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from specdec_kit import DecodeResult, common_prefix_length, crop_to
+from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to
 from specdec_kit.bench import benchmark_decoder, checked_decoder
 from specdec_kit.loading import (
     check_same_vocab,
@@ -398,6 +398,12 @@ hidden.check_counts(SpeculativeDecoder)
 # | `verify_tokens_vectorized(input_ids, drafts, mask)` | as before | input_ids and all k drafts |
 # | `rollback(L + n_accepted)`, step 4 of the round | at most the text's first L + n_accepted positions | the text's first L + n_accepted positions |
 #
+# Pass a model its cache with `**cache_kwargs(cache)` and take the cache a forward returns with `cache_of(out)`:
+# `out = model(input_ids=ids, **cache_kwargs(cache), use_cache=True)`, then `cache = cache_of(out)` (with
+# `cache` None the forward starts a new one; given one, it extends it in place). transformers 5.24 renamed the
+# keyword and the output's field from `past_key_values` to `cache` and warns about the old name; earlier
+# versions silently ignore `cache=`. The two helpers use the name of the installed version.
+#
 # After a rejection both caches hold drafts that are no longer part of the text: `rollback` crops them
 # with `crop_to(cache, length)` (it works on transformers 4.x and 5.x), so that the next round feeds only
 # what the caches lack: the target, the round's first token and the new drafts; the draft, one token, or
@@ -449,8 +455,8 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
         cache, cached = self.cached_prefix("draft", input_ids)
         feed, drafts = input_ids[:, cached:], []
         for _ in range(num_speculative_tokens):
-            out = self.draft_model(input_ids=feed, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            out = self.draft_model(input_ids=feed, **cache_kwargs(cache), use_cache=True)
+            cache = cache_of(out)
             feed = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (1, 1)
             drafts.append(feed)
         draft_tokens = torch.cat(drafts, dim=1)  # (1, k)
@@ -466,8 +472,8 @@ class CachedSpeculativeDecoder(SpeculativeDecoder):
         ### BEGIN SOLUTION
         cache, cached = self.cached_prefix("target", input_ids)
         sequence = torch.cat([input_ids, draft_tokens], dim=1)
-        out = self.target_model(input_ids=sequence[:, cached:], past_key_values=cache, use_cache=True)
-        self.caches["target"] = (out.past_key_values, sequence)
+        out = self.target_model(input_ids=sequence[:, cached:], **cache_kwargs(cache), use_cache=True)
+        self.caches["target"] = (cache_of(out), sequence)
         # The logits start at position `cached`; the prediction for draft 0 sits at L-1.
         first = input_ids.shape[1] - 1 - cached
         return accept_drafts(out.logits[:, first:, :], draft_tokens)
@@ -680,8 +686,8 @@ class SpeculativeSampler(CachedSpeculativeDecoder):
         draft_cache, held = self.cached_prefix("draft", input_ids)
         step_ids, tokens, rows = input_ids[:, held:], [], []
         for _ in range(num_speculative_tokens):
-            step = self.draft_model(input_ids=step_ids, past_key_values=draft_cache, use_cache=True)
-            draft_cache = step.past_key_values
+            step = self.draft_model(input_ids=step_ids, **cache_kwargs(draft_cache), use_cache=True)
+            draft_cache = cache_of(step)
             q = warp(step.logits[:, -1, :], self.temperature, self.top_p)  # (1, V)
             step_ids = torch.multinomial(q, 1, generator=self.generator)  # (1, 1), sampled from q
             tokens.append(step_ids)
@@ -699,8 +705,8 @@ class SpeculativeSampler(CachedSpeculativeDecoder):
         ### BEGIN SOLUTION
         target_cache, held = self.cached_prefix("target", input_ids)
         scored = torch.cat([input_ids, draft_tokens], dim=1)
-        verdict = self.target_model(input_ids=scored[:, held:], past_key_values=target_cache, use_cache=True)
-        self.caches["target"] = (verdict.past_key_values, scored)
+        verdict = self.target_model(input_ids=scored[:, held:], **cache_kwargs(target_cache), use_cache=True)
+        self.caches["target"] = (cache_of(verdict), scored)
         p = warp(verdict.logits[:, input_ids.shape[1] - 1 - held:, :], self.temperature, self.top_p)  # (1, k+1, V)
         q = self.draft_probs if draft_tokens.shape[1] else p[:, :0]  # a round with no room for drafts has no q
         return accept_sampled(p, q, draft_tokens, self.generator)
@@ -901,8 +907,8 @@ class AdaptiveSpeculativeDecoder(CachedSpeculativeDecoder):
         draft_cache, held = self.cached_prefix("draft", input_ids)
         step_ids, tokens = input_ids[:, held:], []
         for _ in range(self.planned):
-            step = self.draft_model(input_ids=step_ids, past_key_values=draft_cache, use_cache=True)
-            draft_cache = step.past_key_values
+            step = self.draft_model(input_ids=step_ids, **cache_kwargs(draft_cache), use_cache=True)
+            draft_cache = cache_of(step)
             confidence, step_ids = step.logits[:, -1, :].float().softmax(dim=-1).max(dim=-1, keepdim=True)  # (1, 1)
             tokens.append(step_ids)
             if confidence.item() < self.confidence_threshold:  # a host sync: whether to go on depends on it

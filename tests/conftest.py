@@ -3,8 +3,11 @@
 Example run: python -m pytest tests/ -q
 """
 
+import contextlib
+import logging
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,26 @@ def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
     return baseline.target_greedy(decoder.target_model, ids, max_new_tokens)
+
+
+@contextlib.contextmanager
+def nothing_warned():
+    """Fail on any Python warning inside the block (raised where it is given) and on any transformers log record at
+    WARNING or above (checked at the end). transformers logs some warnings once per process: that memory is cleared
+    first, so a warning given before the block still counts inside it."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    library = logging.getLogger("transformers")
+    level = library.level
+    logging.Logger.warning_once.cache_clear()
+    library.setLevel(logging.WARNING)
+    library.addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(level)
+    assert not records, f"transformers logged {[record.getMessage() for record in records]}"

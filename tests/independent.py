@@ -117,7 +117,7 @@ if kv is None:
 step_in = input_ids[:, have:]
 picked = []
 for _ in range(num_speculative_tokens):
-    logits = self.draft_model(step_in, past_key_values=kv, use_cache=True).logits
+    logits = self.draft_model(step_in, **cache_kwargs(kv), use_cache=True).logits
     step_in = logits[:, -1:].argmax(-1)
     picked.append(step_in)
 result = torch.cat(picked, dim=-1)
@@ -130,7 +130,7 @@ kv, have = self.cached_prefix("target", input_ids)
 if kv is None:
     kv = DynamicCache()
 whole = torch.cat((input_ids, draft_tokens), dim=-1)
-logits = self.target_model(whole[:, have:], past_key_values=kv, use_cache=True).logits
+logits = self.target_model(whole[:, have:], **cache_kwargs(kv), use_cache=True).logits
 self.caches["target"] = (kv, whole)
 offset = input_ids.size(1) - 1 - have
 return accept_drafts(logits[:, offset:], draft_tokens)
@@ -149,8 +149,8 @@ for name in list(self.caches):
 kv, have = self.cached_prefix("draft", input_ids)
 pending, picked, dists = input_ids[:, have:], [], []
 while len(picked) < num_speculative_tokens:
-    res = self.draft_model(input_ids=pending, past_key_values=kv, use_cache=True)
-    kv = res.past_key_values
+    res = self.draft_model(input_ids=pending, **cache_kwargs(kv), use_cache=True)
+    kv = cache_of(res)
     dist = warp(res.logits[0, -1], self.temperature, self.top_p)
     pending = torch.multinomial(dist, num_samples=1, generator=self.generator).view(1, 1)
     picked.append(pending)
@@ -164,8 +164,8 @@ return out
     """\
 kv, have = self.cached_prefix("target", input_ids)
 full = torch.cat([input_ids, draft_tokens], dim=1)
-res = self.target_model(input_ids=full[:, have:], past_key_values=kv, use_cache=True)
-self.caches["target"] = (res.past_key_values, full)
+res = self.target_model(input_ids=full[:, have:], **cache_kwargs(kv), use_cache=True)
+self.caches["target"] = (cache_of(res), full)
 target_probs = warp(res.logits[:, input_ids.size(1) - 1 - have:], self.temperature, self.top_p)
 return accept_sampled(target_probs, self.draft_probs, draft_tokens, self.generator)
 """,
@@ -208,8 +208,8 @@ return []
 kv, have = self.cached_prefix("draft", input_ids)
 step, made = input_ids[:, have:], []
 while len(made) < self.planned:
-    res = self.draft_model(input_ids=step, past_key_values=kv, use_cache=True)
-    kv = res.past_key_values
+    res = self.draft_model(input_ids=step, **cache_kwargs(kv), use_cache=True)
+    kv = cache_of(res)
     probs = torch.softmax(res.logits[0, -1].float(), dim=-1)
     step = probs.argmax().view(1, 1)
     made.append(step)

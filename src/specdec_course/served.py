@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 import torch
 
-from specdec_kit import zoo
+from specdec_kit import cache_kwargs, cache_of, zoo
 from specdec_kit.loading import load_model, resolve_pair
 from specdec_kit.timing import ROLES, ForwardRecorder
 
@@ -133,7 +133,7 @@ class ModelServer:
         cache = self._cache(handle) if handle is not None else None
         cached = cache.get_seq_length() if cache is not None else 0
         self._room(ids.shape[1])
-        kwargs = {"input_ids": ids, "past_key_values": cache, "use_cache": request.get("use_cache")}
+        kwargs = {"input_ids": ids, **cache_kwargs(cache), "use_cache": request.get("use_cache")}
         positions = net.config.max_position_embeddings
         if request.get("mask") is not None:
             kwargs["attention_mask"] = _ids(request["mask"], 2)
@@ -146,7 +146,7 @@ class ModelServer:
         with running(net), torch.inference_mode():
             out = net(**kwargs)
         events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
-        kept = out.past_key_values
+        kept = cache_of(out)
         if kept is not None and cache is None:
             handle = self._keep(kept)
         logits = out.logits.float().contiguous()

@@ -6,8 +6,8 @@ benchmark and its plots, and the notebook seam. It implements nothing students w
 hidden checks and the grader are the instructor package's (`specdec_course`), which students never receive.
 """
 
-from .cache import common_prefix_length, crop_to
+from .cache import cache_kwargs, cache_of, common_prefix_length, crop_to
 from .result import DecodeResult
 
-__all__ = ["DecodeResult", "common_prefix_length", "crop_to"]
+__all__ = ["DecodeResult", "cache_kwargs", "cache_of", "common_prefix_length", "crop_to"]
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ so that the grader runs, sees and counts every forward itself.
     remote.install(conn, {"/zoo/tiny-v2/target": ("tiny", "target"), ...})   # in a grading child, before any
     model = AutoModelForCausalLM.from_pretrained("/zoo/tiny-v2/target")        # submission code: a RemoteModel
     out = model(input_ids=ids, use_cache=True)       # the grader runs the forward; out.logits is a local tensor
-    cache = out.past_key_values                      # a RemoteCache: the grader holds the keys and values
+    cache = cache_of(out)                            # a RemoteCache: the grader holds the keys and values
     crop_to(cache, 5)                                # cropped there too
 
 Each call is one JSON request on the child's channel and one reply: a JSON header, then the logits as float32
@@ -20,6 +20,8 @@ import json
 import os
 
 import torch
+
+from .cache import cache_kwargs, passed_cache
 
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # what a served folder's copy leaves out: the weights stay the grader's
 _channel = None  # the child's Connection to the grader
@@ -119,13 +121,14 @@ class RemoteCache:
     @classmethod
     def from_legacy_cache(cls, *args, **kwargs):
         raise NotImplementedError("caches as tuples of tensors are not available while grading: keep the "
-                                  "DynamicCache a forward returns (past_key_values) and crop it with crop_to")
+                                  "DynamicCache a forward returns (cache_of(out)) and crop it with crop_to")
 
 
 class RemoteModel(torch.nn.Module):
     """A causal LM whose forwards the grading process runs: `config`, `generation_config`, `dtype`, `device`,
-    `eval()`/`train()`, `.to()`, `forward` (input_ids, attention_mask, past_key_values, use_cache, position_ids,
-    cache_position, logits_to_keep) and `generate` as on the model it stands for."""
+    `eval()`/`train()`, `.to()`, `forward` (input_ids, attention_mask, the cache by the name or names the installed
+    transformers takes, use_cache, position_ids, cache_position, logits_to_keep) and `generate` as on the model it
+    stands for. Its output holds the cache under the installed version's name (`specdec_kit.cache_of` reads it)."""
 
     def __init__(self, folder, pair: str, role: str, dtype: torch.dtype = torch.float32):
         from transformers import AutoConfig, GenerationConfig
@@ -154,30 +157,33 @@ class RemoteModel(torch.nn.Module):
         return True
 
     @torch.compiler.disable
-    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, position_ids=None,
-                cache_position=None, inputs_embeds=None, return_dict=None, logits_to_keep=0, **ignored):
+    def forward(self, input_ids=None, attention_mask=None, use_cache=None, position_ids=None, cache_position=None,
+                inputs_embeds=None, return_dict=None, logits_to_keep=0, **kwargs):
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         if input_ids is None:
             raise NotImplementedError("while grading the models take input_ids (inputs_embeds is not available)")
-        if past_key_values is not None and not isinstance(past_key_values, RemoteCache):
-            raise TypeError(f"past_key_values must be a cache a forward returned, a DynamicCache or None, got "
-                            f"{type(past_key_values).__name__} (caches as tuples are not available while grading)")
+        # Under a name the installed transformers does not take (`cache` before 5.24) the cache is ignored, as the
+        # model this stands for ignores it: the forward then runs without one.
+        past = passed_cache(kwargs)
+        if past is not None and not isinstance(past, RemoteCache):
+            raise TypeError(f"the cache passed to a forward must be one a forward returned, a DynamicCache or None, "
+                            f"got {type(past).__name__} (caches as tuples are not available while grading)")
         request = {"op": "forward", "pair": self.pair, "role": self.role, "ids": _rows(input_ids, "input_ids"),
                    "mask": _rows(attention_mask, "attention_mask"), "use_cache": use_cache,
                    "position_ids": _rows(position_ids, "position_ids"),
                    "cache_position": cache_position.tolist() if isinstance(cache_position, torch.Tensor) else None,
                    "logits_to_keep": int(logits_to_keep) if isinstance(logits_to_keep, int) else 0,
-                   "cache": past_key_values.handle if past_key_values is not None else None}
+                   "cache": past.handle if past is not None else None}
         header, data = _ask(request)
         logits = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(header["shape"]).to(self.dtype)
         cache = None
         if header.get("cache") is not None:
-            cache = past_key_values if past_key_values is not None else RemoteCache()
+            cache = past if past is not None else RemoteCache()
             cache.handle, cache.length = header["cache"], int(header["length"])
         if return_dict is False:
             return (logits, cache) if cache is not None else (logits,)
-        return CausalLMOutputWithPast(logits=logits, past_key_values=cache)
+        return CausalLMOutputWithPast(logits=logits, **cache_kwargs(cache))
 
     def generate(self, inputs=None, attention_mask=None, **kwargs):
         """HF generate, run by the grading process: input_ids and attention_mask as tensors, other settings as

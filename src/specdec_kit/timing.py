@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .cache import crop_to
+from .cache import cache_kwargs, cache_of, crop_to, passed_cache
 from .tracebacks import render
 
 ROLES = ("target", "draft")
@@ -100,7 +100,7 @@ def describe_call(args: tuple, kwargs: dict, record_ids: bool = False) -> tuple[
     input_ids = kwargs.get("input_ids", args[0] if args else None)
     if input_ids is None:  # called with inputs_embeds
         input_ids = kwargs["inputs_embeds"][..., 0]
-    cache = kwargs.get("past_key_values")
+    cache = passed_cache(kwargs)
     cached = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
     ids = tuple(input_ids[0].tolist()) if record_ids and input_ids.dtype == torch.long else None
     return input_ids.shape[1], int(cached), ids
@@ -278,11 +278,11 @@ def median_forward_seconds(model: torch.nn.Module, context: torch.Tensor, new_to
     """Median seconds of `model` fed `new_tokens` random tokens on a KV cache of `context` (cropped back after each
     forward), after two warm-up forwards."""
     device, length = context.device, context.shape[1]
-    cache = model(context, use_cache=True).past_key_values
+    cache = cache_of(model(context, use_cache=True))
     ids = torch.randint(0, model.config.vocab_size, (1, new_tokens), generator=generator).to(device)
 
     def step():
-        model(ids, past_key_values=cache, use_cache=True)
+        model(ids, **cache_kwargs(cache), use_cache=True)
         crop_to(cache, length)
 
     times = [timed(device, step)[1] for _ in range(repeats + 2)]

@@ -57,7 +57,7 @@ def test_a_library_warning_on_stderr_is_no_failure_of_the_notebooks_own_run(tmp_
 
     autograded = copy.deepcopy(RELEASE)
     ran(autograded, "test_exact", nbformat.v4.new_output("stream", name="stderr",
-                                                         text="UserWarning: `past_key_values` is deprecated\n"))
+                                                         text="FutureWarning: `past_key_values` is deprecated\n"))
     ran(autograded, "test_counts", nbformat.v4.new_output("error", ename="CheckFailed", evalue="", traceback=[]))
     judged = Verdict({test: TestResult(True, visible_passed=True) for test in TESTS})
     run = NotebookRun(tmp_path, "amy", None, tmp_path, record={"finished": True})

@@ -112,6 +112,9 @@ INNOCENT = [
     "from specdec_kit.loading import model_source\nsource, kwargs = model_source('zoo:tiny/target')",
     "import time\nstart = time.perf_counter()\nrun()\nelapsed = time.perf_counter() - start",
     "out = self.target_model(input_ids=ids, past_key_values=cache, use_cache=True)",
+    "out = self.target_model(input_ids=ids, cache=cache, use_cache=True)\ncache = out.cache",
+    "from specdec_kit import cache_kwargs, cache_of\nout = self.draft_model(input_ids=ids, **cache_kwargs(cache))\n"
+    "cache = cache_of(out)",
     "import torch\nwith torch.inference_mode():\n    logits = model(ids).logits",
     "from specdec_kit import crop_to\ncrop_to(cache, keep)",
     "from specdec_kit import checks\nchecks.check_exact(SpeculativeDecoder)",

@@ -4,16 +4,19 @@ stand-ins (`specdec_kit.remote`): the forwards the checks judge are what the gra
 Example run: python -m pytest tests/course/test_served.py -q
 """
 
+import collections
 import json
 
 import pytest
+import torch
 
 from specdec_course.isolation import Child, ChildRunner, Host
 from specdec_course.served import MAX_CACHES, ModelServer
-from specdec_kit import settings, zoo
+from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
 
+from conftest import nothing_warned
 from corpora import FORGE_FORWARDS, compiled_models, solved, with_cell
 
 SCRIPTED = {"kind": "decode", "pair": "scripted", "ids": True,
@@ -105,3 +108,39 @@ def test_the_caches_kept_for_a_child_are_bounded():
         assert len(server.serve(request, lambda message: None)) == 1, "each forward runs and is recorded"
     assert len(server._caches) == MAX_CACHES, len(server._caches)
     assert "no cache 1 is held" in refusal(server, {**request, "cache": 1})
+
+
+class Loopback:
+    """A child's channel to `server` within this process: each request is served at once and its replies are read
+    back in order; `events` collects the forwards the grader recorded."""
+
+    def __init__(self, server: ModelServer):
+        self.server, self.replies, self.events = server, collections.deque(), []
+
+    def send_bytes(self, data: bytes) -> None:
+        self.events += self.server.serve(json.loads(data), self.replies.append)
+
+    def recv_bytes(self) -> bytes:
+        return self.replies.popleft()
+
+
+def test_a_stand_in_takes_and_returns_the_cache_as_its_model_does(monkeypatch):
+    """A child's model takes the cache under each name the installed transformers takes (`cache` from 5.24, where
+    `past_key_values` still works; only `past_key_values` before) and returns it where `cache_of` reads it, all
+    without a warning; under a name its model would ignore the cache is ignored, as the model ignores it."""
+    channel = Loopback(ModelServer(["scripted"]))
+    monkeypatch.setattr(remote, "_channel", channel)
+    model = remote.RemoteModel(zoo.materialize("scripted")[0], "scripted", "target")
+    with nothing_warned():
+        cache = cache_of(model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True))
+        out = model(input_ids=torch.tensor([[4]]), **cache_kwargs(cache), use_cache=True)
+    assert cache_of(out) is cache and cache.get_seq_length() == 4, f"the cache extended to 4 positions, got {cache}"
+    taken = {"cache", "past_key_values"} if cache_kwargs(None) == {"cache": None} else {"past_key_values"}
+    for name in ("cache", "past_key_values"):
+        model(input_ids=torch.tensor([[5]]), **{name: cache}, use_cache=True)
+        if name in taken:
+            crop_to(cache, 4)
+    got = [event["cached_tokens"] for event in channel.events if event.get("role") == "target"]
+    assert got == [0, 3] + [4 if name in taken else 0 for name in ("cache", "past_key_values")], (
+        f"positions each forward found in its cache: {got} (this transformers takes it as {sorted(taken)})"
+    )
