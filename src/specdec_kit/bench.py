@@ -29,7 +29,9 @@ with their order rotated, so drift hits all alike. Forward calls are counted and
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import platform
 import statistics
@@ -157,9 +159,31 @@ def run_target_sampling(setup: Setup, prompt: str, max_new_tokens: int, k: int |
 
 def generate_tokens(setup: Setup, ids: torch.Tensor, max_new_tokens: int, **generate_kwargs) -> Decoded:
     """The new tokens of the target's own `generate` after `ids` (the encoded prompt) with these arguments."""
-    out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                **generate_kwargs)
+    with without_internal_notice():
+        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                    **generate_kwargs)
     return Decoded(out[0, ids.shape[1]:].tolist())
+
+
+INTERNAL_NOTICE = "Passing `generation_config` together with generation-related arguments"
+
+
+class _DropInternalNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(INTERNAL_NOTICE)
+
+
+@contextlib.contextmanager
+def without_internal_notice():
+    """transformers' assisted generation calls its draft's `generate` with both a generation config and settings,
+    then warns the caller that doing so is deprecated: its own call, nothing a caller can change, so the kit's HF
+    runs drop that one line (transformers prints it once per process)."""
+    logger, dropped = logging.getLogger("transformers.generation.utils"), _DropInternalNotice()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:

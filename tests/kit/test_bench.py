@@ -305,3 +305,30 @@ def test_a_blank_notebooks_demo_cells_say_what_to_finish_first():
         assert " ()" not in message and re.search(r"\w+\(\) still raises NotImplementedError. Write it and pass "
                                                   r"test_\w+ first", message), \
             f"{name} should name the method to write and the test to pass: {message}"
+
+
+def test_hf_assisted_runs_print_no_notice_about_transformers_own_call(tiny_dirs):
+    """transformers' assisted generation warns (once per process) about the way it calls its own draft; the kit's HF
+    runs drop that line, and only that line: the same generate called directly still prints it."""
+    import logging
+
+    import torch
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger = logging.getLogger("transformers.generation.utils")
+    logger.addHandler(handler)
+    setup = bench.make_setup(*tiny_dirs, {}, torch.device("cpu"), None, [])
+    try:
+        logging.Logger.warning_once.cache_clear()
+        bench.run_hf("hf_assisted")(setup, "The future of", 8, 2)
+        kit = [m for m in seen if m.startswith(bench.INTERNAL_NOTICE)]
+        logging.Logger.warning_once.cache_clear()
+        ids = bench.encode(setup, "The future of")
+        setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
+                              **bench.assisted_kwargs(setup, 2))
+        direct = [m for m in seen if m.startswith(bench.INTERNAL_NOTICE)]
+    finally:
+        logger.removeHandler(handler)
+    assert kit == [] and len(direct) == 1, f"the kit's run printed {kit}; a direct call {direct}"
