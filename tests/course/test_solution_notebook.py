@@ -1,5 +1,6 @@
 """The solution notebook runs top to bottom on the CPU, offline, demo and benchmark cells included."""
 
+import re
 import shutil
 
 import nbformat
@@ -26,6 +27,9 @@ def test_solution_runs_top_to_bottom(tmp_path, monkeypatch):
     )
     assert any(out.output_type == "display_data" and "image/png" in out.data
                for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs), "the plot shows"
+    warned = [line for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+              if out.get("name") == "stderr" for line in out.text.splitlines() if re.search(r"(?i)warn|deprecat", line)]
+    assert not warned, f"a finished notebook's run shows no warning (the kit's, the solution's, a library's): {warned}"
 
 
 def test_report_terms_are_defined_and_its_rubric_adds_up_to_its_points():
