@@ -108,7 +108,8 @@ transformers 4.x and 5.x). Where the kit is installed already, as below, the cel
 
 ## On your own machine
 
-Python 3.10 or newer. No GPU or internet is needed: on a CPU the notebook runs on the kit's own small models.
+Python 3.10 or newer, and internet for the install; after it, neither a GPU nor internet is needed: on a CPU
+the notebook runs on the kit's own small models.
 From a clone of this repository:
 
 ```bash
