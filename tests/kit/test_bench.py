@@ -319,6 +319,8 @@ def test_hf_assisted_runs_print_no_notice_about_transformers_own_call(tiny_dirs)
     handler.emit = lambda record: seen.append(record.getMessage())
     logger = logging.getLogger("transformers.generation.utils")
     logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # whatever verbosity an earlier test left transformers at
     setup = bench.make_setup(*tiny_dirs, {}, torch.device("cpu"), None, [])
     try:
         logging.Logger.warning_once.cache_clear()
@@ -331,4 +333,5 @@ def test_hf_assisted_runs_print_no_notice_about_transformers_own_call(tiny_dirs)
         direct = [m for m in seen if m.startswith(bench.INTERNAL_NOTICE)]
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     assert kit == [] and len(direct) == 1, f"the kit's run printed {kit}; a direct call {direct}"
