@@ -80,7 +80,8 @@ def caption(document: dict) -> str:
     prompts, repeats = rows.prompt_id.nunique(), int(rows.repeat.max()) + 1
     tokens = rows.new_tokens.max()
     text = (f"Points: medians; bars: the middle half (25th to 75th percentile) of the {prompts * repeats} paired "
-            f"speedups per point ({prompts} prompts x {repeats} repeats, up to {tokens} new tokens each).")
+            f"speedups per point ({prompts} prompt{'s' * (prompts != 1)} x {repeats} repeat{'s' * (repeats != 1)}, "
+            f"up to {tokens} new tokens each).")
     machine = document.get("machine") or {}
     busy = max((machine.get(k) or 0 for k in ("busy_cores_before", "busy_cores_after")), default=0)
     if machine and too_busy(busy, machine["threads"], machine["cores"]):
