@@ -89,7 +89,7 @@ def render(error: BaseException, first_only: bool = False, why: str = "") -> lis
     cause, context, suppress = error.__cause__, error.__context__, error.__suppress_context__
     error.__cause__, error.__context__, error.__suppress_context__ = None, None, True
     try:
-        shell = _shell()
+        shell = ipython_shell()
         if shell is not None:
             lines = list(shell.InteractiveTB.structured_traceback(type(error), error, tb, tb_offset=0))
         else:  # the same, as plain Python prints it: lines that end with a newline
@@ -109,6 +109,7 @@ def fold(error: BaseException, first_only: bool = False, why: str = "") -> BaseE
     return error
 
 
-def _shell():
+def ipython_shell():
+    """The running IPython shell (Jupyter, Colab), or None outside one; IPython is never imported for it."""
     ipython = sys.modules.get("IPython")
     return ipython.get_ipython() if ipython is not None else None

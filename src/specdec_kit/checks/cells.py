@@ -13,10 +13,10 @@ calls the checks themselves (the visible ones and the hidden ones), which draw n
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 from ..rounds import Rounds, compare, compare_text
+from ..tracebacks import ipython_shell
 from .core import CheckFailed, LocalRunner
 
 # What each visible test checks, in the words of its passing line (test_speedup prints its own measurement).
@@ -72,8 +72,7 @@ def show_rounds(yours: Rounds, expected: Rounds, title: str, test: str = "") -> 
     as text elsewhere."""
     heading = f"{test}, {title}: your rounds, each above correct decoding's" if test else title
     text = compare_text(yours, expected, heading)
-    ipython = sys.modules.get("IPython")
-    if ipython is not None and ipython.get_ipython() is not None:
+    if ipython_shell() is not None:
         from IPython.display import display
 
         display({"text/html": compare(yours, expected, heading), "text/plain": text}, raw=True)
