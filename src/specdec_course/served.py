@@ -80,6 +80,8 @@ class ModelServer:
     def __init__(self, pairs: list[str]):
         self.pairs = list(pairs)
         self._caches: OrderedDict[int, object] = OrderedDict()  # least recently used first
+        self._lengths: dict[int, int] = {}  # handle -> its cache's length when last measured (_measure)
+        self._held = 0  # their sum: a request's room is found without measuring every held cache
         self._handles = itertools.count(1)
 
     def folders(self) -> dict[str, list[str]]:
@@ -88,6 +90,8 @@ class ModelServer:
 
     def reset(self) -> None:
         self._caches.clear()
+        self._lengths.clear()
+        self._held = 0
 
     def serve(self, request: dict, send) -> list[dict]:
         """Run the child's `request`, `send` the reply (a JSON header, then any data), return the forward events of
@@ -107,8 +111,12 @@ class ModelServer:
     def _run(self, request: dict, events: list[dict]) -> tuple[dict, bytes | None]:
         op = request.get("op")
         if op == "crop":
-            cache = self._cache(request.get("cache"))
-            cache.crop(_integer(request.get("length"), "length"))
+            handle = request.get("cache")
+            cache = self._cache(handle)
+            try:
+                cache.crop(_integer(request.get("length"), "length"))
+            finally:
+                self._measure(handle)
             return {"ok": True, "length": cache.get_seq_length()}, None
         if op == "clone":
             cache = self._cache(request.get("cache"))
@@ -143,8 +151,12 @@ class ModelServer:
             kwargs["cache_position"] = _ids([request["cache_position"]], positions)[0]
         if request.get("logits_to_keep"):
             kwargs["logits_to_keep"] = _integer(request["logits_to_keep"], "logits_to_keep")
-        with running(net), torch.inference_mode():
-            out = net(**kwargs)
+        try:
+            with running(net), torch.inference_mode():
+                out = net(**kwargs)
+        finally:  # the model may have grown the cache before it raised
+            if cache is not None:
+                self._measure(handle)
         events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
         kept = cache_of(out)
         if kept is not None and cache is None:
@@ -188,14 +200,21 @@ class ModelServer:
     def _keep(self, cache) -> int:
         handle = next(self._handles)
         self._caches[handle] = cache
+        self._measure(handle)
         return handle
+
+    def _measure(self, handle: int) -> None:
+        """Record the length of the cache held as `handle` after a request that may have changed it."""
+        if handle in self._caches:  # not let go of to make room for the request that used it
+            length = self._caches[handle].get_seq_length()
+            self._held += length - self._lengths.get(handle, 0)
+            self._lengths[handle] = length
 
     def _room(self, new: int) -> None:
         """Let go of the least recently used caches until `new` more positions and one more cache fit."""
-        held = sum(cache.get_seq_length() for cache in self._caches.values())
-        while self._caches and (held + new > MAX_HELD or len(self._caches) >= MAX_CACHES):
-            _, oldest = self._caches.popitem(last=False)
-            held -= oldest.get_seq_length()
+        while self._caches and (self._held + new > MAX_HELD or len(self._caches) >= MAX_CACHES):
+            oldest, _ = self._caches.popitem(last=False)
+            self._held -= self._lengths.pop(oldest)
 
 
 def _event(role: str, new_tokens: int, cached: int, ids: list[int]) -> dict:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specdec_course.isolation import Child, ChildRunner, Host
-from specdec_course.served import MAX_CACHES, ModelServer
+from specdec_course.served import MAX_CACHES, MAX_HELD, ModelServer
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
@@ -109,6 +109,36 @@ def test_the_caches_kept_for_a_child_are_bounded():
     assert len(server._caches) == MAX_CACHES, len(server._caches)
     assert "no cache 1 is held" in refusal(server, {**request, "cache": 1})
 
+
+
+def test_the_positions_held_for_a_child_are_bounded_as_caches_grow_and_shrink():
+    """The server's running count of held positions is what its caches hold, after new caches, forwards that grow a
+    held one, clones and crops; past MAX_HELD the least recently used are let go."""
+    server = ModelServer(["scripted"])
+    new = {"op": "forward", "pair": "scripted", "role": "draft", "ids": [list(range(1, 201)) * 9], "cache": None,
+           "use_cache": True}
+
+    def reply(request) -> dict:
+        replies = []
+        server.serve(request, replies.append)
+        return json.loads(replies[0])
+
+    def held() -> int:
+        actual = sum(cache.get_seq_length() for cache in server._caches.values())
+        assert server._held == actual <= MAX_HELD, f"counted {server._held}, held {actual}, bound {MAX_HELD}"
+        return actual
+
+    first = reply(new)["cache"]
+    assert held() == 1800
+    reply({**new, "ids": [[5] * 300], "cache": first})
+    assert held() == 2100, "a forward into a held cache grows what is held"
+    clone = reply({"op": "clone", "cache": first})["cache"]
+    reply({"op": "crop", "cache": clone, "length": -2000})  # keeps 100
+    assert held() == 2200
+    for _ in range(10):
+        reply(new)
+        held()
+    assert "no cache" in refusal(server, {**new, "cache": first}), "the least recently used cache was let go first"
 
 class Loopback:
     """A child's channel to `server` within this process: each request is served at once and its replies are read
