@@ -98,6 +98,7 @@ def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[Forwa
     note = "" if one_each else (f"the target ran {len(target)} forwards in {len(result.proposed)} rounds, not one a "
                                 "round: the drafts could not be read off them")
     rounds, position = [], 0
+    caching = {"target": any(c.cached_tokens for c in target), "draft": any(c.cached_tokens for c in draft)}
     for r, (proposed, accepted) in enumerate(zip(result.proposed, result.accepted)):
         drafts = [] if proposed == 0 else None
         added = accepted + 1  # without the forwards: the accepted drafts and one target token
@@ -112,7 +113,8 @@ def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[Forwa
             start = target[r - 1].started if r else float("-inf")
             next_draft = next((c for c in draft if c.started > call.started), None)
             forwards = {"target": 1, "draft": sum(start < c.started < call.started for c in draft)}
-            caches = {"target": later and later.cached_tokens, "draft": next_draft and next_draft.cached_tokens}
+            caches = {"target": later and later.cached_tokens if caching["target"] else None,  # none kept: no cache
+                      "draft": next_draft and next_draft.cached_tokens if caching["draft"] else None}
         emitted = result.token_ids[position:position + max(added, 0)]
         position += len(emitted)
         rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
@@ -256,9 +258,10 @@ def _folded(lines: list[str], head: int) -> str:
     return table
 
 
-def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: int, decode) -> Rounds:
+def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: int, decode,
+                    cached: bool = True) -> Rounds:
     """Correct decoding's rounds of `expected` on the `scripted` pair, whose draft proposes `draft_next` of the
-    token before, whatever came earlier (`zoo.Script`)."""
+    token before, whatever came earlier (`zoo.Script`); with the caches a cached decoder keeps when `cached`."""
     from .zoo import scripted_script
 
     script, text, rounds, position = scripted_script(), list(prompt_ids), [], 0
@@ -270,10 +273,17 @@ def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: i
         emitted = expected.token_ids[position:position + accepted + 1]
         position += len(emitted)
         text += emitted
+        # the target's cache holds all but its last token; the draft's also lacks the last draft after a full
+        # acceptance (a draft forward feeds the token before the one it proposes)
+        full = 0 < proposed == accepted < len(emitted)
+        held = {"target": len(text) - 1, "draft": len(text) - 1 - full} if cached else {"target": None, "draft": None}
         rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
-                            {"target": 1, "draft": proposed}, {"target": len(text) - 1, "draft": len(text) - 1}))
+                            {"target": 1, "draft": proposed}, held))
     if rounds:
         rounds[-1].cache_after = {"target": None, "draft": None}  # no round follows to show them
+    for r, round_ in enumerate(rounds):
+        if not any(later.proposed for later in rounds[r + 1:]):
+            round_.cache_after["draft"] = None  # no later draft forward shows it
     ended = ("EOS" if expected.token_ids and expected.token_ids[-1] == script.eos_id else
              "budget" if len(expected.token_ids) >= max_tokens else "")
     return Rounds(list(prompt_ids), expected, rounds, ended, decode)

@@ -61,7 +61,8 @@ def test_caches_after_each_rollback_hold_the_text_but_its_last_token(recorded):
     """The cached decoders' next forward runs on a cache of the text so far less the target's last token."""
     name, rounds = recorded
     if name == "greedy":
-        assert all(r.cache_after["target"] in (0, None) for r in rounds.rounds), "no cache without caching"
+        assert all(r.cache_after == {"target": None, "draft": None} for r in rounds.rounds) \
+            and "caches" not in rounds._repr_html_(), "a decoder that keeps no cache is drawn without caches"
         return
     length = len(rounds.prompt_ids)
     for r in rounds.rounds[:-1]:
@@ -141,6 +142,22 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(b
     text = compare_text(bug_rounds, expected).splitlines()
     assert text[0].startswith(f"first difference: round {first}:") and text[-2].startswith(f"> round {first} yours") \
         and text[-1].startswith(f"> round {first} expected") and text[-1].endswith("(bonus)"), "\n".join(text)
+
+
+@pytest.mark.parametrize("name, cached", [("SpeculativeDecoder", False), ("CachedSpeculativeDecoder", True)])
+def test_expected_rounds_keep_caches_as_the_decoder_they_stand_for(classes, name, cached):
+    """Correct decoding's rounds hold what the solution's decoder of that part held after each rollback: the cached
+    one's caches, none for the uncached one, whose comparison then draws no caches at all."""
+    from specdec_kit.baseline import prompt_for_token
+    from specdec_kit.rounds import scripted_rounds
+
+    decoder = classes[name](*(str(p) for p in zoo.materialize("scripted")), device="cpu")
+    script = zoo.scripted_script()
+    for start, max_tokens, k in ((script.cycle[10], 24, 4), (script.eos_chain[0], 30, 6), (script.cycle[3], 6, 4)):
+        solution = record_rounds(decoder, prompt_for_token(start), max_tokens, k)
+        expected = scripted_rounds(solution.prompt_ids, solution.result, max_tokens, solution.decode, cached=cached)
+        assert [r.cache_after for r in expected.rounds] == [r.cache_after for r in solution.rounds], (name, start)
+        assert cached or "caches" not in compare(solution, expected), f"{name}: no caches drawn where none is kept"
 
 
 @pytest.mark.slow

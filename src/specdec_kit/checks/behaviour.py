@@ -158,20 +158,21 @@ def how_tokens_differ(got: list[int], expected: list[int]) -> str:
 
 
 @contextmanager
-def rounds_shown(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: DecodeResult, title: str):
+def rounds_shown(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: DecodeResult, title: str,
+                 cached: bool = False):
     """Judge one decode on the `scripted` pair: a CheckFailed raised in the block carries, as `rounds`, the decode's
-    rounds (read off its forwards) and correct decoding's (from the pair's script), where the two differ. The
-    checks only attach them; a notebook's test cell draws them (`cells.run_test`)."""
+    rounds (read off its forwards) and correct decoding's (from the pair's script, with its caches when `cached`),
+    where the two differ. The checks only attach them; a notebook's test cell draws them (`cells.run_test`)."""
     try:
         yield
     except CheckFailed as e:
         if e.rounds is None:
-            e.rounds = decode_rounds(outcome, prompt, max_tokens, expected, title)
+            e.rounds = decode_rounds(outcome, prompt, max_tokens, expected, title, cached)
         raise
 
 
 def decode_rounds(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: DecodeResult,
-                  title: str) -> tuple[Rounds, Rounds, str] | None:
+                  title: str, cached: bool = False) -> tuple[Rounds, Rounds, str] | None:
     """(the decode's rounds, correct decoding's, a title), or None if the decode returned no DecodeResult or its
     rounds are correct decoding's."""
     result = outcome.result
@@ -181,7 +182,7 @@ def decode_rounds(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: 
     prompt_ids = tokenizer(prompt).input_ids
     yours = build_rounds(prompt_ids, got, outcome.forwards["target"], outcome.forwards["draft"], max_tokens,
                          {zoo.scripted_script().eos_id}, tokenizer.decode)
-    correct = scripted_rounds(prompt_ids, expected, max_tokens, tokenizer.decode)
+    correct = scripted_rounds(prompt_ids, expected, max_tokens, tokenizer.decode, cached)
     return None if first_round_difference(yours, correct) is None else (yours, correct, title)
 
 
@@ -400,7 +401,8 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
                                        "cases": [(prompt, max_tokens, k) for prompt in prompts]})
     for start, prompt, outcome in zip(starts, prompts, outcomes):
         expected = answers.rounds(start, k, max_tokens)
-        with rounds_shown(outcome, prompt, max_tokens, expected, f"prompt {prompt!r} (k={k}, max_tokens={max_tokens})"):
+        with rounds_shown(outcome, prompt, max_tokens, expected, f"prompt {prompt!r} (k={k}, max_tokens={max_tokens})",
+                          cached=True):
             result = decoded(outcome, f"prompt {prompt!r}")
             require(result.token_ids == expected.token_ids,
                     f"prompt {prompt!r} (k={k}, max_tokens={max_tokens}): the cached decoder must produce the "
