@@ -67,3 +67,9 @@ figures: $(STAMP)
 	$(VENV)/bin/specdec-course time-notebook --record $(FIGURES)/notebook-times.json
 	$(VENV)/bin/specdec-course time-notebook --finished --fresh-cache --record $(FIGURES)/notebook-times.json
 	$(VENV)/bin/specdec-course time-notebook --finished --record $(FIGURES)/notebook-times.json
+
+# Screenshots of what a student sees (each decoder's rounds, two bugs' feedback pages) for docs/students.md: about 3
+# minutes, headless Chromium.
+.PHONY: views
+views: $(STAMP)
+	$(PY) tests/views.py $(FIGURES)/views

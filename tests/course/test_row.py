@@ -64,3 +64,16 @@ def test_a_library_warning_on_stderr_is_no_failure_of_the_notebooks_own_run(tmp_
     notes = _disagreements(judged, autograded, TESTS, run)
     assert notes == ["test_counts: the notebook's own run failed its visible check, the kit's grading passed it; "
                      "the kit's verdict stands"], notes
+
+
+def test_the_verdict_beneath_a_test_cell_says_it_is_the_kits_grading():
+    """Beneath the notebook's own run of a visible check (which may have failed with the same words), the kit's
+    verdict names itself and the points, passed or failed."""
+    from specdec_course.row import verdict_output
+    from specdec_course.verdict import TestResult
+
+    failed = verdict_output("test_counts", TestResult(False, "10 target forward passes"), 8)
+    assert failed.traceback == ["The kit's grading of test_counts: failed (0 of 8 points): 10 target forward passes"] \
+        and failed.evalue == "10 target forward passes", failed
+    passed = verdict_output("test_exact", TestResult(True), 12)
+    assert passed.text == "The kit's grading of test_exact: passed (12 points)\n", passed

@@ -1,0 +1,77 @@
+"""Screenshots of what a student sees, for docs/students.md: each decoder's round view (`specdec-kit rounds`) and the
+feedback page of two catalogue bugs where a visible check draws their rounds over correct decoding's.
+
+    python tests/views.py docs/figures/views      # `make views`: about 3 minutes on 2 cores, headless Chromium
+
+The round pages decode one prompt on the offline CPU pair; the feedback pages come from `specdec-course selftest`
+grading the bugs for real, each cropped to the test cell whose failing visible case is drawn.
+"""
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from PIL import Image
+
+BIN = Path(sys.executable).parent
+DECODERS = ("greedy", "cached", "sampling", "lookup", "adaptive")
+PROMPT = "The future of Artificial Intelligence is"
+DRAWN = {"off_by_one_late": "test_eos_and_budget", "no_bonus_token": "test_counts"}  # bug -> a cell that draws it
+WIDTH = 1200
+
+
+def chromium(*arguments: str) -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        sys.exit("needs headless Chromium (Debian's chromium package)")
+    flags = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000")
+    return subprocess.run([browser, *flags, *arguments], capture_output=True, text=True, check=True).stdout
+
+
+def round_views(out: Path, work: Path) -> None:
+    for decoder in DECODERS:
+        page = work / f"rounds-{decoder}.html"
+        subprocess.run([BIN / "specdec-kit", "rounds", "--pair", "synthetic-small", "--decoder", decoder, "--k", "4",
+                        "--max-new-tokens", "48", "--prompt", PROMPT, "--seed", "1", "--out", page], check=True)
+        chromium(f"--screenshot={out / f'rounds-{decoder}.png'}", f"--window-size={WIDTH},560", page.as_uri())
+
+
+def cell_box(page: Path, grade_id: str) -> tuple[int, int]:
+    """(top, height) in pixels of the page's cell `grade_id`, as Chromium lays it out."""
+    probe = page.with_name(f"probe-{page.name}")
+    script = (f"<script>var r = document.getElementById('cell-id={grade_id}').getBoundingClientRect();"
+              "document.title = 'BOX ' + Math.round(r.top + scrollY) + ' ' + Math.round(r.height);</script>")
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    top, height = re.search(r"BOX (\d+) (\d+)", chromium(f"--window-size={WIDTH},12000", "--dump-dom", probe.as_uri())
+                            ).groups()
+    return int(top), int(height)
+
+
+def feedback_views(out: Path, work: Path) -> None:
+    subprocess.run([BIN / "specdec-course", "selftest", "--jobs", "2", "--only", *DRAWN, "--workdir", work / "graded"],
+                   check=True)
+    for bug, test in DRAWN.items():
+        page = work / "graded" / "feedback" / f"{bug}.html"
+        top, height = cell_box(page, test)
+        whole = work / f"{bug}.png"
+        chromium(f"--screenshot={whole}", f"--window-size={WIDTH},{top + height + 200}", page.as_uri())
+        Image.open(whole).crop((0, max(top - 10, 0), WIDTH, top + height + 10)).save(out / f"feedback-{bug}.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    out = parser.parse_args().out
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        round_views(out, Path(work))
+        feedback_views(out, Path(work))
+    print(f"wrote {', '.join(sorted(p.name for p in out.glob('*.png')))} in {out}")
+
+
+if __name__ == "__main__":
+    main()
