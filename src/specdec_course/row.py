@@ -194,10 +194,10 @@ def verdict_output(test: str, result: verdict.TestResult, points: float) -> nbfo
         detail = f": {result.message}" if result.message else ""
         return nbformat.v4.new_output("stream", name="stdout",
                                       text=f"The kit's grading of {test}: passed ({points:g} points){detail}\n")
-    # shown beneath the notebook's own run of the visible check, which may have failed with the same words
-    return nbformat.v4.new_output("error", ename="CheckFailed", evalue=result.message,
-                                  traceback=[f"The kit's grading of {test}: failed (0 of {points:g} points): "
-                                             f"{result.message}"])
+    # named as the kit's, beneath the notebook's own run of the visible check, which may have failed with the same
+    # words (the feedback page shows an error as `ename: evalue`)
+    ename, evalue = f"The kit's grading of {test}", f"failed (0 of {points:g} points): {result.message}"
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
 def summary(judged: verdict.Verdict, points: dict[str, float], grade: Grade, run_note: str) -> str:

@@ -73,7 +73,7 @@ def test_the_verdict_beneath_a_test_cell_says_it_is_the_kits_grading():
     from specdec_course.verdict import TestResult
 
     failed = verdict_output("test_counts", TestResult(False, "10 target forward passes"), 8)
-    assert failed.traceback == ["The kit's grading of test_counts: failed (0 of 8 points): 10 target forward passes"] \
-        and failed.evalue == "10 target forward passes", failed
+    assert f"{failed.ename}: {failed.evalue}" == failed.traceback[0] \
+        == "The kit's grading of test_counts: failed (0 of 8 points): 10 target forward passes", failed
     passed = verdict_output("test_exact", TestResult(True), 12)
     assert passed.text == "The kit's grading of test_exact: passed (12 points)\n", passed
