@@ -20,7 +20,7 @@ from PIL import Image
 BIN = Path(sys.executable).parent
 DECODERS = ("greedy", "cached", "sampling", "lookup", "adaptive")
 PROMPT = "The future of Artificial Intelligence is"
-DRAWN = {"off_by_one_late": "test_eos_and_budget", "no_bonus_token": "test_counts"}  # bug -> a cell that draws it
+DRAWN = {"off_by_one_early": "test_eos_and_budget", "no_bonus_token": "test_counts"}  # bug -> a cell that draws it
 WIDTH = 1200
 
 

@@ -74,15 +74,19 @@ def test_a_catalogued_bugs_failure_shows_the_students_frames_in_a_few_lines(name
         assert "got [] (shape [1, 0])" in text, f"the bonus message says what came back:\n{text}"
 
 
-def test_a_failing_count_draws_the_rounds_above_correct_decodings():
-    """no_bonus_token's test_counts: the decode's rounds over the expected ones, the missing bonus token named."""
-    found = run_cells(ENTRIES["no_bonus_token"], {"test_counts"})["test_counts"]
+@pytest.mark.parametrize("name,test", [("no_bonus_token", "test_counts"), ("off_by_one_early", "test_eos_and_budget")])
+def test_a_catalogued_bugs_failing_decode_draws_its_rounds_above_correct_decodings(name, test):
+    """The decode's rounds over the expected ones, the first that differs marked and named (the missing bonus token
+    as such)."""
+    found = run_cells(ENTRIES[name], {test})[test]
     assert found.ename == "CheckFailed" and len(found.error_lines()) <= MAX_LINES, found.error_lines()
     [drawn] = found.displays
     html, text = drawn["text/html"], drawn["text/plain"]
-    assert html.count("<tr class='round yours sd-first'>") == 1 and "test_counts, prompt" in html, html[-800:]
-    assert re.search(r"first difference: round \d+: .*adds nothing where correct decoding .*a bonus token", text), \
+    assert html.count("<tr class='round yours sd-first'>") == 1 and f"{test}, " in html, html[-800:]
+    assert re.search(r"first difference: round \d+: .* where correct decoding ", text), \
         f"the plain text names the first round that differs:\n{text}"
+    if name == "no_bonus_token":
+        assert re.search(r"adds nothing where correct decoding .*a bonus token", text), text
 
 
 def test_a_decode_that_never_ends_says_what_its_last_round_returned():
