@@ -9,13 +9,14 @@ grading the bugs for real, each cropped to the test cell whose failing visible c
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from PIL import Image
+
+from conftest import CHROMIUM, chromium
 
 BIN = Path(sys.executable).parent
 DECODERS = ("greedy", "cached", "sampling", "lookup", "adaptive")
@@ -24,20 +25,13 @@ DRAWN = {"off_by_one_early": "test_eos_and_budget", "no_bonus_token": "test_coun
 WIDTH = 1200
 
 
-def chromium(*arguments: str) -> str:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        sys.exit("needs headless Chromium (Debian's chromium package)")
-    flags = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000")
-    return subprocess.run([browser, *flags, *arguments], capture_output=True, text=True, check=True).stdout
-
-
 def round_views(out: Path, work: Path) -> None:
     for decoder in DECODERS:
         page = work / f"rounds-{decoder}.html"
         subprocess.run([BIN / "specdec-kit", "rounds", "--pair", "synthetic-small", "--decoder", decoder, "--k", "4",
                         "--max-new-tokens", "48", "--prompt", PROMPT, "--seed", "1", "--out", page], check=True)
-        chromium(f"--screenshot={out / f'rounds-{decoder}.png'}", f"--window-size={WIDTH},560", page.as_uri())
+        chromium("--hide-scrollbars", f"--screenshot={out / f'rounds-{decoder}.png'}", f"--window-size={WIDTH},560",
+                 page.as_uri())
 
 
 def cell_box(page: Path, grade_id: str) -> tuple[int, int]:
@@ -46,8 +40,8 @@ def cell_box(page: Path, grade_id: str) -> tuple[int, int]:
     script = (f"<script>var r = document.getElementById('cell-id={grade_id}').getBoundingClientRect();"
               "document.title = 'BOX ' + Math.round(r.top + scrollY) + ' ' + Math.round(r.height);</script>")
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    top, height = re.search(r"BOX (\d+) (\d+)", chromium(f"--window-size={WIDTH},12000", "--dump-dom", probe.as_uri())
-                            ).groups()
+    dom = chromium(f"--window-size={WIDTH},12000", "--dump-dom", probe.as_uri()).stdout
+    top, height = re.search(r"BOX (\d+) (\d+)", dom).groups()
     return int(top), int(height)
 
 
@@ -58,7 +52,8 @@ def feedback_views(out: Path, work: Path) -> None:
         page = work / "graded" / "feedback" / f"{bug}.html"
         top, height = cell_box(page, test)
         whole = work / f"{bug}.png"
-        chromium(f"--screenshot={whole}", f"--window-size={WIDTH},{top + height + 200}", page.as_uri())
+        chromium("--hide-scrollbars", f"--screenshot={whole}", f"--window-size={WIDTH},{top + height + 200}",
+                 page.as_uri())
         Image.open(whole).crop((0, max(top - 10, 0), WIDTH, top + height + 10)).save(out / f"feedback-{bug}.png")
 
 
@@ -66,6 +61,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     out = parser.parse_args().out
+    if CHROMIUM is None:
+        sys.exit("needs headless Chromium (Debian's chromium package)")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         round_views(out, Path(work))

@@ -24,7 +24,7 @@ def other_busy_cores(seconds: float = 0.5) -> float | None:
         import psutil
     except ImportError:
         return None
-    return psutil.cpu_percent(interval=seconds) / 100 * (psutil.cpu_count() or 1)
+    return psutil.cpu_percent(interval=seconds) / 100 * cores()
 
 
 def too_busy(busy: float | None, threads: int, machine_cores: int) -> bool:

@@ -40,7 +40,7 @@ import torch
 
 from . import remote, settings, zoo
 from .result import DecodeResult
-from .timing import ROLES, Emit, ForwardCall, ForwardCosts, NoProgress, Observer
+from .timing import ROLES, Emit, ForwardCall, ForwardCosts, NoProgress, Observer, shape_of
 
 
 class ProbeError(Exception):
@@ -223,13 +223,8 @@ def probe_verify(request: dict, decoder_class: type, emit: Emit) -> None:
             if result["triple"]:
                 accepted, position, next_token = out
                 result.update(accepted=_tokens(accepted), position=_int(position), next=_tokens(next_token),
-                              next_shape=_shape(next_token))
+                              next_shape=shape_of(next_token))
             emit({"event": "case", "index": index, "result": result})
-
-
-def _shape(value) -> list[int] | str:
-    """A tensor's shape, or the name of what came instead."""
-    return list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
 def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:

@@ -126,10 +126,14 @@ def no_progress_message(forwards: int, max_tokens: int, rounds: str = "") -> str
             "was accepted, and so also in a round with no room left for drafts (k = 0)")
 
 
+def shape_of(value) -> list[int] | str:
+    """A tensor's shape, or the name of the type that came instead."""
+    return list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+
+
 def _shape(value) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"of shape {tuple(value.shape)}"
-    return f"of type {type(value).__name__}"
+    shape = shape_of(value)
+    return f"of shape {tuple(shape)}" if isinstance(shape, list) else f"of type {shape}"
 
 
 def _length(value) -> int | None:

@@ -110,7 +110,6 @@ def test_the_caches_kept_for_a_child_are_bounded():
     assert "no cache 1 is held" in refusal(server, {**request, "cache": 1})
 
 
-
 def test_the_positions_held_for_a_child_are_bounded_as_caches_grow_and_shrink():
     """The server's running count of held positions is what its caches hold, after new caches, forwards that grow a
     held one, clones and crops; past MAX_HELD the least recently used are let go."""
@@ -139,6 +138,7 @@ def test_the_positions_held_for_a_child_are_bounded_as_caches_grow_and_shrink():
         reply(new)
         held()
     assert "no cache" in refusal(server, {**new, "cache": first}), "the least recently used cache was let go first"
+
 
 class Loopback:
     """A child's channel to `server` within this process: each request is served at once and its replies are read
