@@ -1,17 +1,18 @@
 """Probes: run a student's decoder class on given inputs and report what happened, as plain data.
 
+    request = {"kind": "decode", "pair": "scripted", "cases": [["Hello", 30, 4]], "ids": True}
     events = []
-    run_probe({"kind": "decode", "pair": "scripted", "cases": [["Hello", 30, 4]], "ids": True},
-              CachedSpeculativeDecoder, events.append)
-    outcome = assemble(events)      # one CaseOutcome per case: its outputs and the forwards it made
+    run_probe(request, CachedSpeculativeDecoder, events.append)
+    outcomes = checks.outcomes.assemble(events, request)   # one CaseOutcome per case: its outputs and forwards
 
 A probe builds the class on an offline zoo pair, calls one of its methods once per case and emits
 events, in order: the call it is about to make (so a hang can be named), every forward call of the
 target and draft models, and each case's outputs. Forwards are seen twice, independently: by hooks
 on the models (with what each call fed and what its KV cache held) and by hooks on the models' input
 embeddings, which also fire when a method calls `model.forward` directly or removes the model's hooks.
-Events are JSON-safe dicts. The checks (`checks/`) judge them: in a notebook in the same process,
-while grading in another process than the probe (`isolation.py`), out of the student's reach.
+Events are JSON-safe dicts, read back strictly by `checks/outcomes.py`. The checks (`checks/`) judge them: in a
+notebook in the same process, while grading in another process than the probe (`isolation.py`), out of the
+student's reach.
 
 Kinds of probe (`request["kind"]`):
 - `load`: construct the class; report each model's mode, dtype and pad token; then construct it with
@@ -33,14 +34,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache, partial
 
 import torch
 
 from . import remote, settings, zoo
 from .result import DecodeResult
-from .timing import ROLES, Emit, ForwardCall, ForwardCosts, NoProgress, Observer, shape_of
+from .timing import ROLES, Emit, ForwardCosts, NoProgress, Observer, shape_of
 
 
 class ProbeError(Exception):
@@ -259,8 +259,9 @@ def probe_sample(request: dict, decoder_class: type, emit: Emit) -> None:
 
 def decode_result(got) -> dict:
     """What a `speculative_decode` return value says, as plain data (its type named if it is not a DecodeResult)."""
-    if not isinstance(got, DecodeResult):
-        return {"type": type(got).__name__}
+    if not isinstance(got, DecodeResult):  # a class of the student's own that shares the name says where it is from
+        name = type(got).__name__
+        return {"type": f"{type(got).__module__}.{name}" if name == "DecodeResult" else name}
     return {"type": "DecodeResult", "token_ids": _int_list(got.token_ids), "proposed": _int_list(got.proposed),
             "accepted": _int_list(got.accepted)}
 
@@ -281,44 +282,3 @@ def _int_list(values) -> list[int] | None:
 
 PROBES = {"load": probe_load, "draft": probe_draft, "verify": probe_verify, "decode": probe_decode,
           "sample": probe_sample}
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading events back
-
-
-@dataclass
-class CaseOutcome:
-    """One case: the method's outputs and the forward calls made while it ran."""
-
-    result: dict
-    forwards: dict[str, list[ForwardCall]] = field(default_factory=lambda: {r: [] for r in ROLES})
-    embeddings: dict[str, int] = field(default_factory=lambda: {r: 0 for r in ROLES})
-
-    def unseen(self, role: str) -> int:
-        """Forwards that reached the input embeddings but not the model's own hooks."""
-        return self.embeddings[role] - len(self.forwards[role])
-
-
-def assemble(events: list[dict]) -> list[CaseOutcome]:
-    """Group a probe's events into cases (forwards belong to the case whose outputs come after them).
-
-    Raises ProbeError if the probe reported a student's exception. `started` of each ForwardCall is its
-    position in the event stream, which orders the calls of both models.
-    """
-    cases, forwards, embeddings = [], {r: [] for r in ROLES}, {r: 0 for r in ROLES}
-    for position, event in enumerate(events):
-        kind = event["event"]
-        if kind == "forward":
-            ids = tuple(event["ids"]) if event.get("ids") is not None else None
-            forwards[event["role"]].append(ForwardCall(event["new_tokens"], event["cached_tokens"], 0.0,
-                                                       float(position), ids))
-        elif kind == "embedding":
-            embeddings[event["role"]] += 1
-        elif kind == "case":
-            cases.append(CaseOutcome(event["result"], forwards, embeddings))
-            forwards, embeddings = {r: [] for r in ROLES}, {r: 0 for r in ROLES}
-        elif kind == "error":
-            raise ProbeError(event["method"], kind=event["kind"], message=event["message"],
-                             student_traceback=event.get("traceback", ""))
-    return cases

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 
 from .. import zoo
 from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
-from ..probes import CaseOutcome
 from ..result import DecodeResult
 from ..rounds import Rounds, build_rounds, scripted_rounds
 from ..rounds import first_difference as first_round_difference
 from .answers import answers_or_recorded
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .outcomes import CaseOutcome
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
            "def fibonacci(n):\n")

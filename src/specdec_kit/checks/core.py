@@ -10,10 +10,14 @@ import signal
 import threading
 from collections import Counter
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from ..probes import ROLES, CaseOutcome, assemble, pair_dirs, run_probe, set_threads
+from ..probes import ROLES, pair_dirs, run_probe, set_threads
 from ..result import DecodeResult
 from ..tracebacks import fold, render
+
+if TYPE_CHECKING:
+    from .outcomes import CaseOutcome
 
 LOCAL_SECONDS = 120  # one probe of a visible check in a notebook; on the tiny pair they take seconds
 
@@ -58,6 +62,8 @@ class LocalRunner:
         set_threads()
 
     def run(self, request: dict) -> list[CaseOutcome]:
+        from .outcomes import assemble  # which reads this module's CheckFailed
+
         events = []
         pair_dirs(request["pair"])  # builds the offline pair once per machine, outside the time limit
         try:
@@ -70,7 +76,7 @@ class LocalRunner:
         cases = request.get("cases", [None])
         runs = sum(case[5] for case in cases) if request["kind"] == "sample" else len(cases) * request.get("repeat", 1)
         self.ran[(request["kind"], request["pair"])] += runs
-        return assemble(events)
+        return assemble(events, request)
 
 
 @contextmanager
