@@ -28,7 +28,7 @@ LAYERS = {
     3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
                                          "baseline_probe", "adaptive_bench", "pins", "publish", "release", "notebooks",
                                          "preprocessors", "sandbox", "enter", "sandbox_host",
-                                         "kernel_box", "served", "isolation", "verdict", "scan", "feedback",
+                                         "kernel_box", "served", "isolation", "redact", "verdict", "scan", "feedback",
                                          "course_setup",
                                          "notebook_run", "gradebook", "row", "grading",
                                          "collect", "results", "export", "report", "similarity", "gradescope",

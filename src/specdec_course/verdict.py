@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
-import random
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +29,11 @@ import nbformat
 
 from specdec_kit import bench, checks
 from specdec_kit.adapters import cells_to_consider, not_run
-from specdec_kit.probes import ProbeError, assemble
+from specdec_kit.checks.outcomes import assemble
+from specdec_kit.probes import ProbeError
 
 from .isolation import KIT, QUIET, Child, ChildFailed, ChildRunner, Host
+from .redact import HiddenInputs
 from .sandbox import Limits, Sandbox
 from .served import CHECK_PAIRS, ModelServer
 
@@ -47,7 +49,6 @@ class Plan:
     check_seconds: float
     memory_mb: int
     verdict_seconds: float = 900
-    prompt_seed: int = 0  # the timed prompts' (`_unseen`): the course's secret, in autograder/config.toml
 
     def limits(self) -> Limits:
         """A verdict's sandbox: the host (torch and transformers imported) besides a child's own limit."""
@@ -64,8 +65,7 @@ def load_plan(autograder_dir: Path) -> Plan:
     spec.loader.exec_module(hidden)
     limits = hidden.CONFIG["limits"]
     return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
-                float(limits.get("verdict_seconds", Plan.verdict_seconds)),
-                int(hidden.CONFIG["speedup"].get("prompt_seed", Plan.prompt_seed)))
+                float(limits.get("verdict_seconds", Plan.verdict_seconds)))
 
 
 class Budget:
@@ -113,44 +113,62 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
     """Run every test of `plan` on the notebook's definitions, each check in a child, judged here.
 
     The children are forked from a host in a sandbox of the notebook's own (`isolation`, one of
-    `sandbox.ISOLATIONS`), closed, with every process of it, when the verdict is reached. `before_timing` is
-    called before the speed test is timed (grading waits there for the notebook's own run to finish, so that
-    the timing shares the machine with as little as possible).
+    `sandbox.ISOLATIONS`), closed, with every process of it, when the verdict is reached. Every test's visible
+    check runs first; then, once nothing the student's code writes can reach a page any more, the hidden checks
+    and the speed test's timing: what that code learns there (the hidden inputs, the timed prompts) could only
+    come back in a message, and their messages hold only the checks' own words, scrubbed of those inputs
+    (`redact.py`). `before_timing` is called before the speed test is timed (grading waits there for the
+    notebook's own run to finish, so that the timing shares the machine with as little as possible).
     """
     cells = [(label, source) for _, label, source, _ in cells_to_consider(notebook)]
     verdict = Verdict(not_run=not_run(notebook))
     box = Sandbox(log.stem if log else "verdict", isolation, plan.limits(), weights=False)
     host = Host(box, log, threads)
     child = Child(host, cells, threads, plan.memory_mb, ModelServer(CHECK_PAIRS))
-    budget = Budget(plan.verdict_seconds)
+    budget, hidden = Budget(plan.verdict_seconds), HiddenInputs()
+    verdict.tests = {test: TestResult(False) for test in plan.tests}
+
+    def run(test: str, checks_to_run: list, phase_hidden: bool, timed: bool = False) -> None:
+        class_name, result = plan.tests[test][0], verdict.tests[test]
+        started = time.perf_counter()
+        try:
+            for check in checks_to_run:
+                if budget.left() <= 0:
+                    raise ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
+                # each check has its own limit, within what is left of the notebook's budget
+                check(ChildRunner(child, class_name, min(plan.check_seconds, budget.left()), budget.add_wait,
+                                  hidden if phase_hidden else None))
+            if timed:
+                verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing, budget,
+                                             hidden)
+                checks.judge_speedup(verdict.speed, plan.min_ratio)
+                result.message = checks.describe_speed(verdict.speed)
+            result.passed = True
+        except (checks.CheckFailed, ProbeError) as e:
+            if isinstance(e, ChildFailed) and (e.kind == "Budget" or budget.left() <= 0):
+                verdict.out_of_time = test
+                e = ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
+            message = failure_message(e)
+            result.message = f"failed a hidden case: {hidden.scrub(message)}" if phase_hidden else message
+            result.passed, result.aborted = False, _aborted(e)
+        finally:
+            result.seconds += time.perf_counter() - started
+
     try:
-        for test, (class_name, test_checks) in plan.tests.items():
-            started = time.perf_counter()
-            result = verdict.tests[test] = TestResult(False)
-            if verdict.out_of_time:
-                result.message, result.aborted = f"not judged: {_out_of_time(plan, verdict.out_of_time)}", True
-                continue
-            try:
-                for index, check in enumerate(test_checks):
-                    if budget.left() <= 0:
-                        raise ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
-                    # each check has its own limit, within what is left of the notebook's budget
-                    check(ChildRunner(child, class_name, min(plan.check_seconds, budget.left()), budget.add_wait))
-                    result.visible_passed = True if index == 0 else result.visible_passed
-                if test == SPEED_TEST:
-                    verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing, budget)
-                    checks.judge_speedup(verdict.speed, plan.min_ratio)
-                    result.message = checks.describe_speed(verdict.speed)
-                result.passed = True
-            except (checks.CheckFailed, ProbeError) as e:
-                if isinstance(e, ChildFailed) and (e.kind == "Budget" or budget.left() <= 0):
-                    verdict.out_of_time = test
-                    e = ChildFailed(test, kind="Budget", message=_out_of_time(plan, test))
-                result.message, result.aborted = failure_message(e), _aborted(e)
-                if result.visible_passed is None and not result.aborted:
-                    result.visible_passed = False
-            result.seconds = time.perf_counter() - started
-            verdict.load_problems = child.load_problems or verdict.load_problems
+        for test, (_, test_checks) in plan.tests.items():  # the visible checks: the test cells' own
+            if not verdict.out_of_time:
+                run(test, test_checks[:1], phase_hidden=False)
+                verdict.tests[test].visible_passed = verdict.tests[test].passed or (
+                    None if verdict.tests[test].aborted else False)
+        verdict.load_problems = child.load_problems  # read before any hidden input reached the submission
+        for test, (_, test_checks) in plan.tests.items():  # then the hidden checks and the timing
+            result = verdict.tests[test]
+            if verdict.out_of_time and result.visible_passed is not False and not result.message:
+                result.passed, result.aborted = False, True
+                result.message = f"not judged: {_out_of_time(plan, verdict.out_of_time)}"
+            elif result.passed and (test_checks[1:] or test == SPEED_TEST):
+                result.passed = False
+                run(test, test_checks[1:], phase_hidden=True, timed=test == SPEED_TEST)
     finally:
         child.close()
         host.close()
@@ -190,15 +208,17 @@ def failure_message(error: Exception) -> str:
 
 
 def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: int, before_timing=None,
-                 budget: Budget | None = None) -> dict:
+                 budget: Budget | None = None, hidden: HiddenInputs | None = None) -> dict:
     """Time the student's CachedSpeculativeDecoder against the kit's HF assisted generation and target greedy.
 
     Each side runs in its own fresh child: the student's forked from `host`, in the notebook's sandbox, the kit's
     from `KIT`, outside it, while every process of the sandbox is frozen; the clock is this process's. The
     warm-up runs the student's decoder on the course's timing prompts, untimed; the timed runs, interleaved with
-    the order rotated, each decode a prompt no process of the sandbox has seen (`_unseen`), so no answer kept
-    from an earlier run or computed ahead helps, and each must give the tokens of target greedy's run on that
-    prompt (an fp16 near-tie aside). `before_timing` is called after the warm-up.
+    the order rotated, each decode a prompt nobody has seen (`_unseen`: drawn from the operating system's
+    randomness for this run), so no answer kept from an earlier run or computed ahead helps, and each must give the
+    tokens of target greedy's run on that prompt (an fp16 near-tie aside). The student's runs are read as hidden
+    cases (their prompts kept in `hidden`, for the messages to be scrubbed of). `before_timing` is called after the
+    warm-up.
     """
     timing = checks.timing_plan()
     device = str(timing["device"])
@@ -208,20 +228,20 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
                 "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
                 "target_greedy": (kit, {"kind": "baseline", "method": "target_greedy"})}
 
-    budget = budget or Budget(float("inf"))
+    budget, hidden = budget or Budget(float("inf")), hidden or HiddenInputs()
 
     def timed(method: str, prompt, max_new_tokens: int):
         child, request = requests[method]
         if child is student and budget.left() <= 0:
             raise ChildFailed(SPEED_TEST, kind="Budget", message=_out_of_time(plan, SPEED_TEST))
         seconds = plan.check_seconds if child is kit else min(plan.check_seconds, budget.left())
+        request = {**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]}
         with host.box.frozen() if child is kit else contextlib.nullcontext(), \
                 budget.pause() if child is kit else contextlib.nullcontext():
             started = time.perf_counter()
-            events = child.request({**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]},
-                                   seconds)
+            events = child.request(request, seconds, hidden=child is student)
             seconds = time.perf_counter() - started
-        [case] = assemble(events)
+        [case] = assemble(events, request, redact=child is student)
         return case, seconds
 
     try:
@@ -237,7 +257,8 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
                 turn.enter_context(QUIET.timing())
             speed = {}
             for repeat, prompt, order in bench.interleaved(list(requests), timing["prompts"], timing["repeats"]):
-                unseen = _unseen(prompt, repeat, plan.prompt_seed)
+                unseen = _unseen(prompt)
+                hidden.add_text(unseen.text)
                 runs = {m: timed(m, unseen, timing["max_new_tokens"]) for m in order}
                 _same_as_greedy(runs["cached"][0], runs["target_greedy"][0].result["token_ids"], unseen, base, kit,
                                 plan)
@@ -249,12 +270,11 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
     return checks.speed_summary(speed, timing, "float16" if device.startswith("cuda") else "float32")
 
 
-def _unseen(prompt, repeat: int, seed: int):
-    """`prompt` with a number after its text, drawn from the course's seed for this prompt and repeat: a prompt no
-    process of the sandbox has decoded before (each timed run has its own), the same in every grading run, so that
-    a decoder's timed tokens, and a bug's effect on them, do not depend on a draw."""
-    number = random.Random(f"{seed}:{prompt.id}:{repeat}").randrange(10 ** 6)
-    return dataclasses.replace(prompt, text=f"{prompt.text} {number:06d}")
+def _unseen(prompt):
+    """`prompt` with a number after its text drawn from the operating system's randomness: a prompt nobody has
+    decoded before (each timed run draws its own), so that neither the repository, the release, nor a page of an
+    earlier grading run tells it."""
+    return dataclasses.replace(prompt, text=f"{prompt.text} {secrets.randbelow(10 ** 6):06d}")
 
 
 def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, plan: Plan) -> None:
@@ -266,7 +286,7 @@ def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, pla
 
     got = checks.decoded(case, f"prompt {prompt.id!r}").token_ids
     if got != greedy:
-        [where] = assemble(kit.request({**base, "kind": "baseline", "method": "margin",
-                                        "cases": [[prompt.text, greedy, got]]}, plan.check_seconds))
+        request = {**base, "kind": "baseline", "method": "margin", "cases": [[prompt.text, greedy, got]]}
+        [where] = assemble(kit.request(request, plan.check_seconds), request)
         dtype = torch.float16 if base["device"].startswith("cuda") else torch.float32
         checks.near_tie_accepted(prompt.id, Mismatch(where.result["position"], where.result["margin"]), dtype)
