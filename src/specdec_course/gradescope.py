@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import course_setup, feedback, results, row
 from .collect import Submission, download_index, file_time, nbgrader_id
+from .isolation import GraderFailed
 from .nbgrader_setup import NOTEBOOK
 
 # What the install and grading read: pyproject.toml names README.md, install.sh reads environment.yml.
@@ -82,6 +83,8 @@ def run(root: Path) -> dict:
     else:
         setup = course_setup.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
         [grade], _ = results.grade_class(out, [submission(root, notebooks[0])], setup)
+        if row.is_grader_failure(grade.status, grade.message):  # no results.json: Gradescope says the autograder
+            raise GraderFailed(grade.message)                   # failed and staff can run it again, never a 0
         document = results_json(grade, setup.points, _guard(out / "course", source / "autograder"))
         others = [p.name for p in notebooks[1:]]
         if others:

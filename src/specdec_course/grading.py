@@ -25,17 +25,19 @@ from pathlib import Path
 import nbformat
 
 from specdec_kit import settings
+from specdec_kit.adapters import cells_to_consider
 
 from . import feedback, verdict
 from .collect import Submission
 from .course_setup import BatchSetup
 from .gradebook import read_scores, write_autograded, write_scores
+from .isolation import MAX_CODE
 from .nbgrader_setup import (
     ASSIGNMENT,
     NOTEBOOK,
 )
 from .notebook_run import InvalidSubmission, NotebookRun, match_release, read_submission
-from .row import Grade, Graded, conclude, join_messages
+from .row import Grade, Graded, conclude, grader_failed, join_messages
 
 
 def grade_all(course: Path, submissions: list[Submission], setup: BatchSetup, feedback_dir: Path,
@@ -63,8 +65,8 @@ def grade_all(course: Path, submissions: list[Submission], setup: BatchSetup, fe
 
 
 def _result(future, submission: Submission, log_dir: Path) -> Graded | Grade:
-    """A job's result; a failure of the grader itself costs that row (status `error`, traceback in the logs),
-    never the batch."""
+    """A job's result; a failure of the grader itself costs that row (status `error`, saying so and how to grade it
+    again, traceback in the logs), never the batch, and never reads as the student's 0."""
     try:
         return future.result()
     except Exception as e:
@@ -73,8 +75,7 @@ def _result(future, submission: Submission, log_dir: Path) -> Graded | Grade:
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"{submission.student}.error.log"
         log.write_text("".join(traceback.format_exception(e)))
-        return Grade(submission.student, "error", message=f"the grader failed on this submission "
-                                                          f"({type(e).__name__}: {e}); grade it again, see {log}")
+        return Grade(submission.student, "error", message=grader_failed(submission.student, e, log))
 
 
 def finish(course: Path, results: list[Graded | Grade], feedback_dir: Path, before: dict) -> list[Grade]:
@@ -107,6 +108,11 @@ def grade(course: Path, submission: Submission, setup: BatchSetup, before: dict 
     except InvalidSubmission as e:
         return Grade(submission.student, "invalid", message=str(e))
     notes += match_release(notebook, setup.release)
+    size = sum(len(source.encode()) for _, _, source, _ in cells_to_consider(notebook))
+    if size > MAX_CODE:
+        return Grade(submission.student, "invalid", message=f"the notebook's code cells hold {size / 2 ** 20:.1f} MB, "
+                     f"more than the {MAX_CODE >> 20} MB the grader takes: move data out of the code (load it from a "
+                     "file) and submit again")
     student = submission.student
     target = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
     target.parent.mkdir(parents=True, exist_ok=True)

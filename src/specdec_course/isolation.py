@@ -38,20 +38,28 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from specdec_kit import checks, settings
-from specdec_kit.probes import ProbeError, assemble
+from specdec_kit.checks.outcomes import METHODS, assemble
+from specdec_kit.probes import ProbeError
 
 from .sandbox import Sandbox
-from .served import ModelServer
+from .served import ModelServer, OutOfTime
 
 HOST_SCRIPT = Path(__file__).with_name("sandbox_host.py")
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
+MAX_CODE = 16 << 20  # bytes of a notebook's code the grader hands a child (grading.grade refuses more, with a row)
 MAX_LOG = 16 << 20  # bytes of a host's output kept in its log
 HOST_SECONDS = 180  # a host's imports (torch, transformers), on a loaded machine
+FORK = b"F"  # the one byte a fork request carries beside the child's channel
 LOAD_SECONDS = 120  # running a submission's definitions (imports included)
 
 
 class ChildFailed(ProbeError):
     """The child did not answer: it ran past its time limit, or died. Names the student's call it was in."""
+
+
+class GraderFailed(RuntimeError):
+    """The grading machinery failed, not the submission: a host that does not start in a sandbox freshly
+    emptied, a model server's own error. The row says so and how to grade the submission again."""
 
 
 class Host:
@@ -65,21 +73,29 @@ class Host:
         self._lock = threading.Lock()
 
     def fork(self, start: dict) -> tuple[Connection, int]:
-        """A new child (`start`: its cells, threads and memory limit): its channel and its pid in the host."""
+        """A new child (`start`: its cells, threads and memory limit): its channel and its pid in the host.
+
+        The control socket carries one byte and the child's end of its channel; `start`, of any size up to the
+        channel's framing, goes over that channel, whole (a stream socket read once cut large notebooks short)."""
         with self._lock:
-            if self._process is None or self._process.poll() is not None:
-                self._start()
-            ours, theirs = socket.socketpair()
-            try:
-                socket.send_fds(self._control, [json.dumps(start).encode()], [theirs.fileno()])
-                pid = self._reply(HOST_SECONDS)["pid"]
-            except (OSError, ValueError, KeyError, TypeError):
-                self._stop()
-                raise ChildFailed("the grading child", kind="ChildDied",
-                                  message="its host stopped before the child started") from None
-            finally:
-                theirs.close()
-            return Connection(ours.detach()), pid
+            for attempt in range(2):  # a host the last child killed is started again, once
+                if self._process is None or self._process.poll() is not None:
+                    self._start()
+                ours, theirs = socket.socketpair()
+                try:
+                    socket.send_fds(self._control, [FORK], [theirs.fileno()])
+                    pid = int(self._reply(HOST_SECONDS)["pid"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    ours.close()
+                    self._stop()
+                    if attempt:
+                        raise GraderFailed("the grading child's host did not fork a child twice in a row") from None
+                    continue
+                finally:
+                    theirs.close()
+                channel = Connection(ours.detach())
+                channel.send_bytes(json.dumps(start).encode())
+                return channel, pid
 
     def exit_status(self, pid: int, wait: float = 2.0) -> int | None:
         """What the host says child `pid` exited with (its word: for the message only), if it says so in `wait` s."""
@@ -118,10 +134,9 @@ class Host:
         threading.Thread(target=_keep_log, args=(self._process.stdout, self.log), daemon=True).start()
         try:
             self._reply(HOST_SECONDS, expect=b"ready")
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError) as e:  # no student code has run in this host: the failure is the grader's
             self._stop()
-            raise ChildFailed("the grading child", kind="ChildDied",
-                              message=f"its host did not start ({e}); see the verdict's log") from None
+            raise GraderFailed(f"the grading child's host did not start ({e}); see the verdict's log") from None
 
     def _reply(self, seconds: float, expect: bytes | None = None) -> dict:
         """The host's next line that is not an exit notice (those are kept for `exit_status`)."""
@@ -190,15 +205,17 @@ class Child:
         self.classes: list[str] = []
         self._conn = self._pid = None
 
-    def request(self, request: dict, seconds: float, limit: str = "") -> list[dict]:
+    def request(self, request: dict, seconds: float, limit: str = "", hidden: bool = False) -> list[dict]:
         """Send `request` and return its events (through `done`), or raise ChildFailed after `seconds`
-        (`limit` says how the time limit reads in the message)."""
+        (`limit` says how the time limit reads in the message). A `hidden` request's failure names the method the
+        grader called, not the call the child announced (whose words are the student's code's)."""
         if self._conn is None:
             self._start()
         if self.models is not None:
             self.models.reset()
         self._send(request)
-        return self._events(time.monotonic() + seconds, limit or f"{seconds:.0f} s")
+        named = METHODS.get(request["kind"], "the notebook's code") if hidden else None
+        return self._events(time.monotonic() + seconds, limit or f"{seconds:.0f} s", named)
 
     def _start(self) -> None:
         self._conn, self._pid = self.host.fork({"cells": self.cells, "threads": self.threads,
@@ -219,8 +236,10 @@ class Child:
             raise ChildFailed("the grading child", kind="ChildDied",
                               message="it had stopped before the request") from None
 
-    def _events(self, deadline: float, limit: str) -> list[dict]:
-        events, call = [], None
+    def _events(self, deadline: float, limit: str, named: str | None = None) -> list[dict]:
+        """The child's events through `done` (or `loaded`), the served models' forwards among them; a failure names
+        `named`, else the last call the child announced."""
+        events, call = [], {"method": named} if named is not None else None
         while True:
             wait = deadline - time.monotonic()
             try:
@@ -237,24 +256,31 @@ class Child:
             if not isinstance(event, dict) or event.get("event") in (None, "forward", "embedding"):
                 continue  # the child's own word on its forwards is not evidence
             if event["event"] == "model":
-                events += self._serve(event, call)
+                events += self._serve(event, call, deadline, limit)
                 continue
-            if event["event"] == "call":
+            if event["event"] == "call" and named is None:
                 call = event
             events.append(event)
             if event["event"] in ("done", "loaded"):
                 return events
 
-    def _serve(self, request: dict, call: dict | None) -> list[dict]:
-        """Run the child's model request here and answer it (a child without models gets a refusal)."""
+    def _serve(self, request: dict, call: dict | None, deadline: float, limit: str) -> list[dict]:
+        """Run the child's model request here, within the request's `deadline`, and answer it (a child without
+        models gets a refusal)."""
         if self.models is None:
             self._send({"ok": False, "kind": "RuntimeError", "message": "no models are served to this process"})
             return []
         try:
-            return self.models.serve(request, self._conn.send_bytes)
+            return self.models.serve(request, self._conn.send_bytes, deadline)
         except OSError:
             self.close()
             raise ChildFailed(_named(call), kind="ChildDied", message="it stopped during a model's forward") from None
+        except OutOfTime:
+            self.close()
+            raise ChildFailed(_named(call), kind="Timeout", message=f"did not return within {limit}") from None
+        except Exception as e:  # the server's own failure (its model's complaints are answered to the child)
+            self.close()
+            raise GraderFailed(f"the grader's model server failed on a request ({type(e).__name__}: {e})") from e
 
     def close(self) -> None:
         """Kill the child's process group (its own children too) and forget it."""
@@ -341,11 +367,16 @@ QUIET = Quiet()
 
 class ChildRunner:
     """A `checks` runner whose probes run in `child` on its class `class_name`: one check's runner, all of
-    whose requests together get `seconds` from its creation, not counting waits for another job's timing."""
+    whose requests together get `seconds` from its creation, not counting waits for another job's timing.
 
-    def __init__(self, child: Child, class_name: str, seconds: float = 60, on_wait=None):
+    Each case the check sends gets exactly one well-formed answer, or the check fails (`outcomes.assemble`). With
+    `hidden` (a `redact.HiddenInputs`), the requests are the grader's hidden cases: their inputs are kept there, for
+    the failure's message to be scrubbed of them, and nothing the student's code wrote is read as text."""
+
+    def __init__(self, child: Child, class_name: str, seconds: float = 60, on_wait=None, hidden=None):
         self.child, self.class_name, self.seconds, self.on_wait = child, class_name, seconds, on_wait
         self.deadline = time.monotonic() + seconds
+        self.hidden = hidden
 
     def run(self, request: dict):
         with QUIET.check() as waited:
@@ -353,4 +384,8 @@ class ChildRunner:
             if self.on_wait:
                 self.on_wait(waited)
             left = max(self.deadline - time.monotonic(), 0.0)
-            return assemble(self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s"))
+            if self.hidden is not None:
+                self.hidden.add(request)
+            events = self.child.request({**request, "class": self.class_name}, left, f"{self.seconds:g} s",
+                                        hidden=self.hidden is not None)
+            return assemble(events, request, redact=self.hidden is not None)

@@ -23,6 +23,7 @@ import nbformat
 from .course_setup import course_extra_credit, course_points, hand_graded_cells
 from .nbgrader_setup import ASSIGNMENT, NOTEBOOK
 from .results import read_rows
+from .row import is_grader_failure
 from .similarity import THRESHOLD, similar_pairs
 
 NOT_GRADED = ("missing", "invalid")
@@ -102,8 +103,9 @@ def build_report(graded: Path, min_ratio: float | None = None) -> str:
     pairs = similar_pairs(notebooks, release)
     plots = _plots(scores, max_score, pass_rates, list(ratios.values()), min_ratio)
     statuses = Counter(r["status"] for r in rows.values())
+    regrade = sorted(s for s, r in rows.items() if is_grader_failure(r["status"], r["message"]))
     return _page(graded, rows, statuses, scores, max_score, plots, pass_rates, common_failures(failures), ratios,
-                 min_ratio, flagged, pairs, len(notebooks))
+                 min_ratio, flagged, pairs, len(notebooks), regrade)
 
 
 def _failures(path: Path) -> dict[str, str]:
@@ -127,7 +129,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _page(graded, rows, statuses, scores, max_score, plots, pass_rates, failures, ratios, min_ratio, flagged,
-          pairs, compared) -> str:
+          pairs, compared, regrade) -> str:
     e = html.escape
     median = sorted(scores)[len(scores) // 2] if scores else 0.0
     parts = [f"<h1>Class report: {e(str(graded))}</h1>",
@@ -137,6 +139,9 @@ def _page(graded, rows, statuses, scores, max_score, plots, pass_rates, failures
                           .most_common()))
              + (" (<strong>no sandbox</strong>: the students' code ran as the grader's user)"
                 if any(r.get("isolation") == "none" for r in rows.values()) else "") + ".</p>",
+             (f"<p><strong>The grader failed on {len(regrade)}</strong> (its own failure, not the students': no score "
+              f"given): {e(', '.join(regrade))}. Grade them again with <code>specdec-course autograde ... --student "
+              f"{e(' '.join(regrade))}</code>.</p>" if regrade else ""),
              "<h2>Scores</h2>", plots["scores"],
              "<h2>Tests</h2>", plots["tests"],
              _table(["test", "passing"], [[e(t), f"{100 * r:.0f}%"] for t, r in pass_rates.items()]),

@@ -19,6 +19,17 @@ from .gradebook import read_autograded, record_scores, write_autograded
 from .notebook_run import NotebookRun
 
 STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing")
+GRADER_FAILED = "the grader failed on this submission, not the submission"  # how an `error` row of the grader's begins
+
+
+def grader_failed(student: str, error: BaseException, log: Path) -> str:
+    """The message of a row the grader could not grade: its own failure, and how to grade it again."""
+    return (f"{GRADER_FAILED} ({type(error).__name__}: {error}); no score is given for it: grade it again with "
+            f"`specdec-course autograde ... --student {student}` (the traceback: {log})")
+
+
+def is_grader_failure(status: str, message: str) -> bool:
+    return status == "error" and message.startswith(GRADER_FAILED)
 
 
 @dataclass

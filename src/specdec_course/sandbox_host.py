@@ -1,7 +1,8 @@
 """The verdict's side inside a submission's sandbox: a host process that imports torch, transformers and the
 student package once (never a submission's code), then forks one child per request of the grader. Each child
 runs the submission's definitions and answers probe requests on a channel of its own, which the grader sends
-with the request (a unix socket passed over the host's control socket). Started by `isolation.py` as
+with the request (a unix socket passed over the host's control socket, with one byte), and reads its start
+message (the cells, whole, at any size) on that channel. Started by `isolation.py` as
 
     python -I sandbox_host.py FD        # FD: the control socket to the grader
 
@@ -38,16 +39,16 @@ def main() -> None:
     say(b"ready")
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 1 << 24, 1)
+            message, fds, _, _ = socket.recv_fds(control, 1, 1)  # one byte, and the new child's channel
         except OSError:
             return
-        if not message:
+        if not message or not fds:
             return
-        request = json.loads(message)
         pid = os.fork()
         if pid == 0:
             control.close()
-            _child(Connection(fds[0]), request)
+            conn = Connection(fds[0])
+            _child(conn, json.loads(conn.recv_bytes()))  # the start message, framed: any size
             os._exit(0)
         for fd in fds:
             os.close(fd)

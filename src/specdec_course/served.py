@@ -7,7 +7,9 @@
 
 The forward events the checks judge (how many tokens each call fed, what its cache held, the ids) are the ones
 `serve` returns: the grader's record of what it ran. A request is JSON from the sandbox, checked before use; a
-refused one gets a reply that says why, which the child's code sees as an exception.
+refused one gets a reply that says why, which the child's code sees as an exception. A request runs within its
+check's deadline, checked before each forward and at every step of a generate, and on the grading job's own copy
+of the models: one submission's requests cost its own time and nobody else's.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import contextlib
 import copy
 import itertools
 import json
+import math
 import threading
+import time
 from collections import OrderedDict
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from specdec_kit import cache_kwargs, cache_of, zoo
 from specdec_kit.loading import load_model, resolve_pair
@@ -36,42 +41,63 @@ GENERATE_SETTINGS = {"max_new_tokens", "min_new_tokens", "max_length", "do_sampl
                      "num_assistant_tokens_schedule", "assistant_confidence_threshold", "prompt_lookup_num_tokens",
                      "return_dict_in_generate", "output_scores", "output_logits"}
 
-_loaded: dict[tuple[str, str], torch.nn.Module] = {}
-_in_use: dict[int, threading.Lock] = {}  # id(model) -> its lock: transformers' forward is not safe to run from two
-_loading = threading.Lock()             # threads at once (it hooks the model while it runs), so one at a time
-
-
-def model(pair: str, role: str) -> torch.nn.Module:
-    """`pair`'s `role` model in fp32 on the CPU, loaded once per grading process (shared by its jobs, one forward at a
-    time: `running`). A copy of its own, not `baseline.zoo_model`'s: the grader's own computations use that one
-    without the lock, and a generate here hooks the model it runs."""
-    with _loading:
-        if (pair, role) not in _loaded:
-            from transformers.utils import logging as hf_logging
-
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()  # a grading log, not a terminal
-            try:
-                loaded, _ = load_model(resolve_pair(pair)[ROLES.index(role)], "cpu", torch.float32)
-                _in_use[id(loaded)] = threading.Lock()
-                _loaded[(pair, role)] = loaded
-            finally:
-                if bars:
-                    hf_logging.enable_progress_bar()
-        return _loaded[(pair, role)]
-
-
-@contextlib.contextmanager
-def running(*models: torch.nn.Module):
-    """Hold `models` (loaded by `model`) for one forward or generate of this thread."""
-    with contextlib.ExitStack() as stack:
-        for _, lock in sorted({id(m): _in_use[id(m)] for m in models}.items()):  # one order: no deadlock
-            stack.enter_context(lock)
-        yield
+_jobs = threading.local()  # each grading job's (thread's) own copy of the models: no job waits on another's request
 
 
 class Refused(ValueError):
     """A request the grader does not run (its reply says why)."""
+
+
+class OutOfTime(Exception):
+    """A request ran past the deadline of the check that made it (checked before every forward, at every step of
+    a generate): the check fails as a time limit, and the time was the submission's own."""
+
+
+class Complaint(Exception):
+    """The model's own complaint about an input the child sent (its reply says what): the child's to handle."""
+
+
+def model(pair: str, role: str) -> torch.nn.Module:
+    """`pair`'s `role` model in fp32 on the CPU, loaded once per grading job (thread), for that job alone. A copy of
+    its own, not `baseline.zoo_model`'s: a generate here hooks the model it runs, and the grader's own computations
+    use that one meanwhile."""
+    loaded = getattr(_jobs, "models", None)
+    if loaded is None:
+        loaded = _jobs.models = {}
+    if (pair, role) not in loaded:
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a grading log, not a terminal
+        try:
+            loaded[(pair, role)], _ = load_model(resolve_pair(pair)[ROLES.index(role)], "cpu", torch.float32)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+    return loaded[(pair, role)]
+
+
+@contextlib.contextmanager
+def complaints():
+    """The model's exceptions on the child's inputs, as a Complaint (a deadline passed stays OutOfTime)."""
+    try:
+        yield
+    except OutOfTime:
+        raise
+    except Exception as e:
+        raise Complaint(type(e).__name__, str(e)[:2000]) from e
+
+
+class _Deadline(StoppingCriteria):
+    """Stops a generate past `deadline` (time.monotonic()), at the step it reaches it."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+    def __call__(self, input_ids, scores, **kwargs):
+        if time.monotonic() > self.deadline:
+            raise OutOfTime("a generate ran past its check's time limit")
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 class ModelServer:
@@ -83,6 +109,7 @@ class ModelServer:
         self._lengths: dict[int, int] = {}  # handle -> its cache's length when last measured (_measure)
         self._held = 0  # their sum: a request's room is found without measuring every held cache
         self._handles = itertools.count(1)
+        self._deadline = math.inf  # the request's being served (`serve`)
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
@@ -93,16 +120,18 @@ class ModelServer:
         self._lengths.clear()
         self._held = 0
 
-    def serve(self, request: dict, send) -> list[dict]:
-        """Run the child's `request`, `send` the reply (a JSON header, then any data), return the forward events of
-        what ran."""
+    def serve(self, request: dict, send, deadline: float = math.inf) -> list[dict]:
+        """Run the child's `request` before `deadline` (time.monotonic(); else OutOfTime), `send` the reply (a JSON
+        header, then any data), return the forward events of what ran. Any other exception is the server's own
+        failure, not the child's."""
         events: list[dict] = []
+        self._deadline = deadline
         try:
             header, data = self._run(request, events)
         except Refused as e:
             header, data = {"ok": False, "kind": "ValueError", "message": str(e)}, None
-        except Exception as e:  # the model's own complaint about an input: the child's to handle, never the grader's
-            header, data = {"ok": False, "kind": type(e).__name__, "message": str(e)[:2000]}, None
+        except Complaint as e:  # the model's own complaint about an input: the child's to handle, never the grader's
+            header, data = {"ok": False, "kind": e.args[0], "message": e.args[1]}, None
         send(json.dumps({**header, "data": data is not None}).encode())
         if data is not None:
             send(data)
@@ -114,7 +143,8 @@ class ModelServer:
             handle = request.get("cache")
             cache = self._cache(handle)
             try:
-                cache.crop(_integer(request.get("length"), "length"))
+                with complaints():
+                    cache.crop(_integer(request.get("length"), "length"))
             finally:
                 self._measure(handle)
             return {"ok": True, "length": cache.get_seq_length()}, None
@@ -151,8 +181,10 @@ class ModelServer:
             kwargs["cache_position"] = _ids([request["cache_position"]], positions)[0]
         if request.get("logits_to_keep"):
             kwargs["logits_to_keep"] = _integer(request["logits_to_keep"], "logits_to_keep")
+        if time.monotonic() > self._deadline:
+            raise OutOfTime("a forward was asked for past its check's time limit")
         try:
-            with running(net), torch.inference_mode():
+            with complaints(), torch.inference_mode():
                 out = net(**kwargs)
         finally:  # the model may have grown the cache before it raised
             if cache is not None:
@@ -182,9 +214,10 @@ class ModelServer:
         if not 0 <= new <= MAX_NEW or settings.get("max_length", 0) > ids.shape[1] + MAX_NEW:
             raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")
         mask = request.get("mask")
-        with running(*roles.values()), torch.inference_mode(), contextlib.ExitStack() as stack:
+        with complaints(), torch.inference_mode(), contextlib.ExitStack() as stack:
             recorders = {role: stack.enter_context(ForwardRecorder(m, record_ids=True)) for role, m in roles.items()}
-            sequences = net.generate(ids, attention_mask=_ids(mask, 2) if mask is not None else None, **settings)
+            sequences = net.generate(ids, attention_mask=_ids(mask, 2) if mask is not None else None,
+                                     stopping_criteria=StoppingCriteriaList([_Deadline(self._deadline)]), **settings)
         calls = sorted(((role, call) for role, recorder in recorders.items() for call in recorder),
                        key=lambda entry: entry[1].started)
         events += [_event(role, c.new_tokens, c.cached_tokens, list(c.input_ids or ())) for role, c in calls]

@@ -5,13 +5,16 @@ Example run: python -m pytest tests/course/test_served.py -q
 """
 
 import collections
+import concurrent.futures
 import json
+import time
 
 import pytest
 import torch
 
+from specdec_course import served
 from specdec_course.isolation import Child, ChildRunner, Host
-from specdec_course.served import MAX_CACHES, MAX_HELD, ModelServer
+from specdec_course.served import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, OutOfTime
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
@@ -96,6 +99,41 @@ def test_requests_are_checked_before_anything_runs():
     assert "unknown request" in refusal(server, {"op": "load", "path": "/etc/passwd"})
     assert "only" in refusal(server, {"op": "generate", "pair": "scripted", "role": "target", "ids": [[1, 2]],
                                       "settings": {"streamer": "x"}})
+
+
+LARGEST = {"op": "generate", "pair": "tiny", "role": "target", "ids": [[5] * MAX_TOKENS],
+           "settings": {"max_new_tokens": MAX_NEW, "min_new_tokens": MAX_NEW, "use_cache": False, "do_sample": False}}
+
+
+def test_a_request_stops_at_the_deadline_of_the_check_that_asked():
+    """The largest generate the caps allow (2,048 positions, 1,024 new tokens, no cache: most of an hour on a CPU)
+    stops at the step that passes its check's deadline; a forward asked for past it does not run."""
+    server = ModelServer(["tiny"])
+    started = time.monotonic()
+    with pytest.raises(OutOfTime):
+        server.serve(LARGEST, lambda message: None, deadline=started + 2)
+    assert time.monotonic() - started < 15, f"stopped after {time.monotonic() - started:.0f} s"
+    forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
+    with pytest.raises(OutOfTime):
+        server.serve(forward, lambda message: None, deadline=time.monotonic() - 1)
+
+
+def test_no_job_waits_on_another_jobs_request():
+    """Each grading job (thread) runs its own copy of the models: a forward of one job runs while another job's
+    largest generate is in flight, instead of waiting for it."""
+    busy, forward = ModelServer(["tiny"]), {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]],
+                                            "cache": None}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        hog = pool.submit(busy.serve, LARGEST, lambda message: None, time.monotonic() + 20)
+        time.sleep(2)  # the generate is running
+        started = time.monotonic()
+        pool.submit(ModelServer(["tiny"]).serve, forward, lambda message: None).result()
+        waited = time.monotonic() - started
+        assert not hog.done(), "the generate was still running while the other job's forward ran"
+        with pytest.raises(OutOfTime):
+            hog.result()
+    assert waited < 10, f"a 3-token forward beside another job's generate took {waited:.1f} s"
+    assert served.model("tiny", "target") is served.model("tiny", "target"), "a job loads each model once"
 
 
 def test_the_caches_kept_for_a_child_are_bounded():

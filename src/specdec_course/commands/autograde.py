@@ -47,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
         grades, replaced = results.grade_class(out, submissions, setup, resume=args.resume,
                                                progress=lambda _: bar.update())
     counts = {status: sum(g.status == status for g in grades) for status in row.STATUSES}
+    failed = [g.student for g in grades if row.is_grader_failure(g.status, g.message)]
     print(f"wrote {out / 'grades.csv'} and feedback/<student>.html: "
-          + ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+          + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+          + (f"; the grader failed on {len(failed)} of them (not the students: no score given), grade them again "
+             f"with --student {' '.join(failed)}" if failed else ""))
     if replaced:
         print(f"replaced the earlier rows of {len(replaced)} student(s), kept in {out / 'regrades.csv'}: "
               + ", ".join(replaced))
