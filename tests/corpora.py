@@ -325,6 +325,84 @@ try:
 except OSError:
     pass
 """
+# The probes replaced in the verdict's child (its class bodies run there) so that a request of three or more cases gets
+# no answer at all: a check that judged whatever came back would judge nothing and pass.
+VACUOUS = f"""class Vacuous:
+    {marker("vacuous")}
+    from specdec_kit import probes as _probes
+
+    def _quiet(run):
+        def probe(request, decoder_class, emit):
+            if len(request.get("cases", [])) < 3:
+                run(request, decoder_class, emit)
+        return probe
+
+    for _kind in list(_probes.PROBES):
+        _probes.PROBES[_kind] = _quiet(_probes.PROBES[_kind])
+"""
+# A decoder that decodes correctly and, given a prompt no visible check uses (a hidden check's, a timed one), raises
+# listing every such prompt it has been given: in the checks' messages they would reach the page.
+LEAK_INPUTS = f"""class LeakInputs:
+    {marker("leak_inputs")}
+    from specdec_kit import checks as _checks
+    from specdec_kit.prompts import load_prompts as _load
+    _known = set(_checks.PROMPTS) | {{p.text for p in _load()}}
+    _seen = []
+
+    def _leaky(decode, known=_known, seen=_seen):
+        def speculative_decode(self, prompt, *args, **kwargs):
+            result = decode(self, prompt, *args, **kwargs)
+            if len(prompt) > 30 and prompt not in known:
+                seen.append(prompt)
+                raise ValueError("prompts the visible checks never gave: " + " | ".join(seen))
+            return result
+        return speculative_decode
+
+    for _cls in (SpeculativeDecoder, CachedSpeculativeDecoder):
+        _cls.speculative_decode = _leaky(_cls.__dict__["speculative_decode"])
+"""
+# The largest requests the grader's model server takes, again and again, where it serves the models (the kernel runs
+# its own copies): the check that meets them ends at its time limit, and no other job waits on them.
+HOG = f"""        if type(self.target_model).__name__ == "RemoteModel" and max_tokens == 1:
+            {marker("largest_requests")}
+            ids = torch.zeros((1, 2048), dtype=torch.long)
+            while True:
+                self.target_model.generate(ids, max_new_tokens=1024, min_new_tokens=1024, use_cache=False,
+                                           do_sample=False)
+"""
+
+
+def timed_table() -> nbformat.NotebookNode:
+    """A decoder without caches (too slow for the bar) that answers from a table the timed prompts of grading runs
+    before this issue's fix: the course's seed drew the same numbers every run, and a page had shown them."""
+    import random
+
+    from specdec_kit import baseline, checks
+    from specdec_kit.prompts import load_prompts
+
+    texts = [f"{p.text} {random.Random(f'51966:{p.id}:{r}').randrange(10 ** 6):06d}"
+             for p in load_prompts()[:checks.SPEEDUP_PROMPTS] for r in range(checks.SPEEDUP_REPEATS)]
+    table = {text: list(baseline.zoo_greedy("synthetic-small", text, checks.SPEEDUP_TOKENS)) for text in texts}
+    code = (f"        TABLE = {json.dumps(table)}\n"
+            f"        {marker('timed_table')}\n"
+            "        if prompt in TABLE:\n"
+            "            tokens = TABLE[prompt][:max_tokens]\n"
+            "            return DecodeResult(text='', token_ids=tokens, proposed=[0] * len(tokens), "
+            "accepted=[0] * len(tokens))\n")
+    return edited(catalogue_entry("variant_uncached_only"), CACHED_DECODE,
+                  CACHED_DECODE.replace("        self.reset_caches()", code + "        self.reset_caches()"))
+
+
+def long_docstrings() -> nbformat.NotebookNode:
+    """The solution with 100 KB of docstrings and comments in its definitions, as real submissions carry."""
+    prose = "A round drafts k tokens, verifies them in one target forward and keeps the agreed prefix. " * 8
+    docstring = "\n".join(f"    {prose}" for _ in range(90))
+    comments = "\n".join(f"# {prose}" for _ in range(60))
+    code = f'def explained():\n    """{docstring}\n    """\n    return None\n\n\n{comments}\n'
+    assert len(code.encode()) > 100_000
+    return with_cell(solved(), code, after="speculative_decoder")
+
+
 EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
 {marker("exit_after_pass")}
 import os, time
@@ -421,6 +499,13 @@ TAMPERS = [
     Case("raised_points", raised_points, Expected("error", AUTO, "could not start", targets=AUTO)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
+    Case("vacuous", on_blank(VACUOUS), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    Case("timed_table", timed_table, Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",),
+                                              marker=True)),
+    Case("leak_inputs", lambda: with_cell(solved(), LEAK_INPUTS, after="cached_speculative_decoder"),
+         Expected(loses=("test_exact", "test_cached_exact", "test_speedup"), marker=True)),
+    Case("largest_requests", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG),
+         Expected(loses=("test_eos_and_budget",), message="did not return within", marker=True)),
 ]
 
 
@@ -461,6 +546,7 @@ STUDENTS = [
     Case("sleeps_when_graded", lambda: with_cell(solved(), SLEEP_WHEN_GRADED, after="test_counts"),
          Expected("timeout", (), "stopped a cell at its time limit and went on: cell", marker=True)),
     Case("compiled_models", compiled_models),
+    Case("long_docstrings", long_docstrings),
 ]
 
 

@@ -153,6 +153,30 @@ def test_forwards_a_method_hides_are_still_counted(graded):
     assert "more than one target forward" in message, f"test_counts names the extra forward it counted: {message}"
 
 
+def test_no_hidden_input_reaches_a_page_or_a_row(graded):
+    """leak_inputs raises with every prompt no visible check gave it (the hidden checks' and the timed ones): none
+    reaches its feedback page, grades.csv or its record; its verdicts say a hidden case failed, in the checks' words."""
+    import html
+    import importlib.util
+    import re
+
+    from specdec_kit.prompts import load_prompts
+
+    _, out, autograder = graded
+    spec = importlib.util.spec_from_file_location("hidden_of_the_corpora", autograder / "hidden.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    timed = re.compile("|".join(re.escape(p.text) + r"\s+\d{6}" for p in load_prompts()))
+    pages = {"feedback page": (out / "feedback" / "leak_inputs.html").read_text(), "grades.csv": (
+        out / "grades.csv").read_text(), "record": (out / "done" / "leak_inputs.json").read_text()}
+    for where, text in pages.items():
+        plain = html.unescape(text).replace("\\'", "'").replace('\\"', '"')
+        shown = [p for p in hidden.PROMPTS if p in plain or p.replace("\n", "\\n") in plain]
+        assert not shown and not timed.search(plain), f"{where} shows hidden inputs: {shown or timed.search(plain)}"
+    found = verdicts(out, "leak_inputs")
+    assert found["test_exact"].startswith("failed (0 of") and "failed a hidden case" in found["test_exact"], found
+
+
 def lost_anywhere(row: dict) -> set[str]:
     """Every test the verdict failed, the bonus tests (extra credit, 0 when failed) included."""
     return {test for test in PLAN_TESTS if float(row[test] or 0) == 0}
