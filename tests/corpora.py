@@ -3,7 +3,8 @@
 - BROKEN: files that are not what a grader expects (not JSON, nbformat 3, stripped metadata, a kernel that
   exits or segfaults, a method that loops forever or eats memory, a Colab round trip, ...).
 - TAMPERS: code that tries to write its own grade (replacing the checks, patching the clock, hiding forward
-  calls, caching outputs, reading the instructors' files, writing the gradebook, ...). Each tamper prints
+  calls, caching outputs, reading the instructors' files, writing the gradebook, ...), or to reach the staff
+  who open the grader's files (scripts on the feedback page, a formula in grades.csv). Each tamper prints
   a marker once it has acted, so a tamper that crashed before acting is told apart from one that failed.
 
 `write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-course autograde`;
@@ -493,7 +494,9 @@ TAMPERS = [
     # In a sandbox neither finds anything to read or write: the blank's row, and a page (tests/test_corpora.py
     # checks that no page shows the hidden checks).
     Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True)),
-    Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    # write_gradebook also carries the readers' tampers (for_readers): its page and grades.csv are what staff open.
+    Case("write_gradebook", lambda: for_readers(on_blank(WRITE_GRADEBOOK)()),
+         Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("escape", on_blank(ESCAPE), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("raised_points", raised_points, Expected("error", AUTO, "could not start", targets=AUTO)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
