@@ -152,11 +152,12 @@ FORMULA_CLASS = f"""class Formula:
 
 
 def for_readers(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """`notebook` with a hostile markdown cell, a cell of hostile outputs and the formula's class after `imports`."""
+    """`notebook` with the hostile markdown as its report, a cell of hostile outputs and the formula's class after
+    `imports`."""
     for source in (FORMULA_CLASS, HOSTILE_DISPLAYS):
         notebook = with_cell(notebook, source, after="imports")
-    index = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "imports")
-    notebook.cells.insert(index + 1, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    [report] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "report"]
+    report.source = HOSTILE_MARKDOWN
     return notebook
 
 

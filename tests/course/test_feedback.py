@@ -136,9 +136,12 @@ def rounds_picture() -> nbformat.NotebookNode:
                                             "text/plain": compare_text(yours, expected, title)})
 
 
-def hostile_cells() -> list[nbformat.NotebookNode]:
-    """A markdown cell and a cell's outputs that would run a script in the page (tests/corpora.py), and a plot."""
-    return [new_markdown_cell(HOSTILE_MARKDOWN), new_code_cell("show()", execution_count=4, outputs=hostile_outputs())]
+def with_hostile_cells(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`notebook` with markdown in its report and outputs in a cell of its own that would run scripts in the page
+    (tests/corpora.py), and a plot."""
+    notebook.cells[-1].source += f"\n\n{HOSTILE_MARKDOWN}"
+    notebook.cells.insert(-1, new_code_cell("show()", execution_count=4, outputs=hostile_outputs()))
+    return notebook
 
 
 def passed() -> nbformat.NotebookNode:
@@ -210,8 +213,8 @@ class Course:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
-    """alice fails the test in her own code (her notebook also holds hostile cells), bob's extra cell printed
-    hidden.py, carol passes; no report graded."""
+    """alice fails the test in her own code (her report and a cell of hers also hold what would run scripts), bob's
+    extra cell printed hidden.py, carol passes; no report graded."""
     root = tmp_path_factory.mktemp("feedback")
     course, grader = root / "course", root / "grader"
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
@@ -224,8 +227,8 @@ def course(tmp_path_factory) -> Course:
     printed = new_code_cell("print(open('../../../../autograder/hidden.py').read())", execution_count=5,
                             outputs=[new_output("stream", name="stdout", text=HIDDEN_PY)])
     notebooks = {
-        "alice": (autograded_notebook(release, "def add(a, b):\n    return a - b", kernel_error(autograder),
-                                      hostile_cells(), before=[rounds_picture()]), 0),
+        "alice": (with_hostile_cells(autograded_notebook(release, "def add(a, b):\n    return a - b",
+                                                         kernel_error(autograder), before=[rounds_picture()])), 0),
         "bob": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(), [printed]), TEST_POINTS),
         "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed()), TEST_POINTS),
     }

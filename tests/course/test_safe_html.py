@@ -28,6 +28,7 @@ from conftest import image_widths, needs_chromium, pixels_of_colour, screenshot,
 from corpora import HOSTILE_MARKDOWN, PLOT_PNG, PLOT_WIDTH, READER_MARKER, hostile_outputs
 
 TITLE = "Feedback on the report"
+REPORT = {"grade": True, "solution": True, "locked": False, "grade_id": "report", "points": 10, "schema_version": 3}
 ACCEPTED = "#c8f0c8"  # .sd-accepted's background in the round view's stylesheet
 
 TAGS = ["script", "img", "svg", "iframe", "a", "style", "meta", "base", "link", "object", "embed", "form", "input",
@@ -151,7 +152,7 @@ def hostile_notebook() -> nbformat.NotebookNode:
     from course.test_feedback import rounds_picture
 
     return new_notebook(cells=[
-        new_markdown_cell(HOSTILE_MARKDOWN),
+        new_markdown_cell(HOSTILE_MARKDOWN, metadata={"nbgrader": REPORT}),  # the hand-graded report, as the issue's
         new_code_cell("show()", execution_count=1, outputs=[*hostile_outputs(), rounds_picture()]),
         new_code_cell("print('<script>')", execution_count=2,
                       outputs=[new_output("stream", name="stdout", text="<script>document.title='x'</script>\n")]),
@@ -218,7 +219,13 @@ def test_formgraders_view_of_a_hostile_submission(submitted_course, tmp_path, li
     page.write_text(formgrader_view(submitted_course))
     title = title_after_scripts(page)
     assert (READER_MARKER in title) == runs, f"title after load: {title!r}"
-    if not runs:
+    if runs:
+        text = page.read_text()
+        assert re.search(rf"<script>[^<]*{READER_MARKER} markdown script", text), \
+            "the switch alone leaves a markdown cell's script in the page"
+        assert re.search(rf"<img [^>]*onerror=\"document.title='{READER_MARKER}-width'\"", text), \
+            "the switch alone leaves the handler an image's width carried"
+    else:
         scripts = re.findall(r"<script[^>]*>(.*?)</script>", page.read_text(), re.S)
         assert not [s for s in scripts if READER_MARKER in s], "no script element carries the student's code"
         handlers = re.findall(r"\son\w+\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]*)", page.read_text())
