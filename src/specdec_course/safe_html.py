@@ -52,7 +52,8 @@ def _allowed_value(tag: str, attribute: str, value: str) -> str | None:
     if attribute == "href":
         return value if value.startswith("#") or LINK.match(value) else None
     if attribute == "style":
-        return value if _STYLE_VALUE.fullmatch(value) and "url" not in value.lower() else None
+        return value if _STYLE_VALUE.fullmatch(value) and not any(w in value.lower() for w in ("url", "expression")) \
+            else None
     return value
 
 

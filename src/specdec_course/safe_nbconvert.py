@@ -27,6 +27,7 @@ from nbconvert.filters import strip_files_prefix
 from nbconvert.preprocessors import Preprocessor
 
 from . import safe_html
+from .nbgrader_setup import _import_name
 
 SHOWN = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml"}
 IMAGES = {"image/png", "image/jpeg"}  # written by the template into an <img src="data:..."> as they are
@@ -79,14 +80,10 @@ class SafePageExporter(HTMLExporter):
         return safe_html.clean_page(page), resources
 
 
-def _name(item) -> str:
-    return f"{item.__module__}.{item.__qualname__}"
-
-
 def reader_config() -> list[str]:
     """Lines of nbgrader_config.py that install all of the above."""
-    filters = {"clean_html": _name(safe_html.clean_fragment), "strip_files_prefix": _name(markdown_html)}
+    filters = {"clean_html": _import_name(safe_html.clean_fragment), "strip_files_prefix": _import_name(markdown_html)}
     return ["c.HTMLExporter.sanitize_html = True",
             f"c.HTMLExporter.filters = {filters!r}",
-            f"c.HTMLExporter.preprocessors = [{_name(SafeOutputs)!r}]",
-            f"c.GenerateFeedback.exporter_class = {_name(SafePageExporter)!r}"]
+            f"c.HTMLExporter.preprocessors = [{_import_name(SafeOutputs)!r}]",
+            f"c.GenerateFeedback.exporter_class = {_import_name(SafePageExporter)!r}"]
