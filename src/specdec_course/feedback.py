@@ -9,13 +9,16 @@ feedback" button, and what `nbgrader release_feedback` hands out. For each stude
 - reduces each traceback to the frames in the student's own cells and its last line, and replaces grader
   paths by `<grader>` in the outputs;
 - shows a hand-graded cell that nobody has graded yet as "Graded by hand: pending" instead of a score of 0;
+- is run by nbgrader's exporter only if that is `safe_nbconvert.SafePageExporter` (it raises otherwise), which
+  sanitises the whole page (safe_html.py): nothing a student wrote runs or fetches anything where it is opened;
 - raises if `leaks` still finds a grader path, a line of the instructors' autograder files (as printed, in a
   repr, in hex or in base64), or a hidden-test or solution marker: nbgrader then writes no page for that student,
   which is better than a page that shows them. What the student's code printed (warnings with library frames
   included) is shown as they would see it locally, paths scrubbed: in a sandbox the kernel cannot read the
   instructors' files, so its own output is no reason to withhold a page.
 
-`generate_feedback` runs nbgrader for a batch of students, checks every page again and copies it out:
+`generate_feedback` runs nbgrader for a batch of students, checks every page again (`leaks`, `safe_html.unsafe`)
+and copies it out:
 
     withheld = generate_feedback(course, Path("feedback"), ["alice", "bob"])  # {"alice": "", "bob": "<why>"}
 
@@ -44,6 +47,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from specdec_kit.adapters import is_test_cell
 
+from . import safe_html, safe_nbconvert
 from .nbgrader_setup import (
     ASSIGNMENT,
     FORBIDDEN_TEXT,
@@ -257,6 +261,10 @@ class CleanFeedback(NbGraderPreprocessor):
         return grader_secrets(Path(self.course_root), autograder), hidden_lines(autograder)
 
     def preprocess(self, nb: nbformat.NotebookNode, resources: dict) -> tuple[nbformat.NotebookNode, dict]:
+        if not isinstance(self.parent, safe_nbconvert.SafePageExporter):  # nbgrader's exporter runs this
+            raise FeedbackError("c.GenerateFeedback.exporter_class is not SafePageExporter in nbgrader_config.py, so "
+                                "the page would run what the student wrote: add the lines of "
+                                "specdec_course.feedback.feedback_config")
         secrets, hidden = self.guards()
         cleaned = clean_for_feedback(nb, secrets)
         self._show_pending(cleaned, resources["nbgrader"])
@@ -277,7 +285,9 @@ class CleanFeedback(NbGraderPreprocessor):
 
 
 def feedback_config(autograder_dir: Path, course_root: Path) -> list[str]:
-    """Lines of nbgrader_config.py: nbgrader's default feedback preprocessors, then CleanFeedback.
+    """Lines of nbgrader_config.py: nbgrader's default feedback preprocessors, then CleanFeedback; and the safe
+    rendering of every page nbgrader makes from a notebook (safe_nbconvert.reader_config: feedback pages and
+    formgrader's view of a submission).
 
     The defaults (GetGrades, CSSHTMLHeaderPreprocessor) are read from the installed nbgrader and written out
     by name, so the config says exactly what runs.
@@ -286,7 +296,8 @@ def feedback_config(autograder_dir: Path, course_root: Path) -> list[str]:
                      _import_name(CleanFeedback)]
     return [*_list_setting("c.GenerateFeedback.preprocessors", preprocessors),
             f"c.CleanFeedback.autograder_dir = {str(autograder_dir)!r}",
-            f"c.CleanFeedback.course_root = {str(course_root)!r}"]
+            f"c.CleanFeedback.course_root = {str(course_root)!r}",
+            *safe_nbconvert.reader_config()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,8 +349,8 @@ def generate_feedback(course: Path, out_dir: Path, students: list[str] | None = 
     """nbgrader's feedback pages for `students` (default: every autograded one), checked and copied to out_dir.
 
     Returns student -> "" for a page written to `out_dir/<student>.html`, else the reason it was withheld.
-    A page in which `leaks` finds anything is deleted from nbgrader's feedback folder too, so that
-    `nbgrader release_feedback` cannot hand it out.
+    A page in which `leaks` or `safe_html.unsafe` finds anything is deleted from nbgrader's feedback folder too, so
+    that `nbgrader release_feedback` cannot hand it out.
     """
     everyone = _autograded_students(course)
     students = everyone if students is None else list(students)
@@ -361,6 +372,10 @@ def generate_feedback(course: Path, out_dir: Path, students: list[str] | None = 
         elif found := leaks(page.read_text(), secrets, hidden):
             page.unlink()
             results[student] = f"the page showed {_describe(found)}, so it was deleted; write the feedback by hand"
+        elif found := safe_html.unsafe(page.read_text()):
+            page.unlink()
+            results[student] = (f"the page held {_describe(found[:3])}, outside what a page may run or fetch, so it "
+                                "was deleted; write the feedback by hand")
         else:
             shutil.copy(page, out_dir / f"{student}.html")
             results[student] = ""

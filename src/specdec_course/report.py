@@ -5,7 +5,8 @@
 It shows the score distribution, each test's pass rate, the most common failure messages (which bugs the
 class made), the speed test's measured ratios against HF assisted generation, the submissions the static
 scan flagged, and pairs of submissions whose solution code is near-identical (`similarity.py`), for a
-person to look at.
+person to look at. Students' ids and messages are escaped where they are written, and the page as a whole goes
+through safe_html.clean_page: no script runs in it and it fetches nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import safe_html
 from .course_setup import course_extra_credit, course_points, hand_graded_cells
 from .nbgrader_setup import ASSIGNMENT, NOTEBOOK
 from .results import read_rows
@@ -172,5 +174,5 @@ def _page(graded, rows, statuses, scores, max_score, plots, pass_rates, failures
     style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;"
              "text-align:left;vertical-align:top}img{max-width:100%}")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Class report</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+    return safe_html.clean_page("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Class report</title>"
+                                f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")

@@ -9,12 +9,12 @@ each finished student's result kept as it finishes, so that an interrupted batch
 grades.csv and regrades.csv are read before a batch's first kernel starts and written after its last has
 stopped, so nothing a student's code writes to them survives. The done records of an interrupted batch
 are taken as they were written: a kernel that ran after a record was written could have changed it, so
-resume only a batch whose kernels you trust, or grade it again without `--resume`.
+resume only a batch whose kernels you trust, or grade it again without `--resume`. No cell of either CSV starts a
+spreadsheet formula (safe_csv.py); `read_rows` and `read_history` give back the values as written.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from dataclasses import asdict
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import feedback
+from . import feedback, safe_csv
 from .collect import Submission
 from .course_setup import BatchSetup, graded_cells, prepare_course
 from .gradebook import write_autograded, write_scores
@@ -54,7 +54,7 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
     if not path.is_file():
         return {}
     with path.open(newline="", encoding="utf-8") as f:
-        return {r["student"]: r for r in csv.DictReader(f)}
+        return {r["student"]: r for r in safe_csv.read_table(f)}
 
 
 def merge_rows(path: Path, earlier: dict[str, dict[str, str]], new: list[dict[str, str]], cells: list[str],
@@ -70,9 +70,7 @@ def merge_rows(path: Path, earlier: dict[str, dict[str, str]], new: list[dict[st
     columns = FIXED_COLUMNS + cells + sorted({k for r in rows.values() for k in r} - set(FIXED_COLUMNS) - set(cells))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows[s] for s in sorted(rows, key=str.casefold))
+        safe_csv.write_table(f, columns, (rows[s] for s in sorted(rows, key=str.casefold)))
     return replaced
 
 
@@ -80,7 +78,7 @@ def read_history(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
     with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+        return safe_csv.read_table(f)
 
 
 def _write_history(path: Path, history: list[dict[str, str]], old_rows: list[dict[str, str]]) -> None:
@@ -88,9 +86,7 @@ def _write_history(path: Path, history: list[dict[str, str]], old_rows: list[dic
     rows = [*history, *({"replaced_at": stamp, **r} for r in old_rows)]
     columns = list(dict.fromkeys(["replaced_at", *(k for r in rows for k in r)]))
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+        safe_csv.write_table(f, columns, rows)
 
 
 def grade_class(out: Path, submissions: list[Submission], setup: BatchSetup, resume: bool = False,

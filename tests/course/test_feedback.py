@@ -22,7 +22,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.api import Gradebook
 
-from specdec_course import feedback
+from specdec_course import feedback, safe_html
 from specdec_course.feedback import (
     PENDING,
     SCRUBBED,
@@ -43,7 +43,8 @@ from specdec_course.nbgrader_setup import (
     write_course_config,
 )
 
-from conftest import REPO
+from conftest import REPO, image_widths, needs_chromium, pixels_of_colour, screenshot, title_after_scripts
+from corpora import HOSTILE_MARKDOWN, PLOT_WIDTH, READER_MARKER, hostile_outputs
 
 # nbgrader's gradebook API warns about objects "not in session" on every new submission: noise (TOOLCHAIN.md).
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
@@ -135,6 +136,14 @@ def rounds_picture() -> nbformat.NotebookNode:
                                             "text/plain": compare_text(yours, expected, title)})
 
 
+def with_hostile_cells(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`notebook` with markdown in its report and outputs in a cell of its own that would run scripts in the page
+    (tests/corpora.py), and a plot."""
+    notebook.cells[-1].source += f"\n\n{HOSTILE_MARKDOWN}"
+    notebook.cells.insert(-1, new_code_cell("show()", execution_count=4, outputs=hostile_outputs()))
+    return notebook
+
+
 def passed() -> nbformat.NotebookNode:
     return new_output("stream", name="stdout", text=f"The kit's grading of test_add: passed ({TEST_POINTS} points)\n")
 
@@ -204,7 +213,8 @@ class Course:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
-    """alice fails the test in her own code, bob's extra cell printed hidden.py, carol passes; no report graded."""
+    """alice fails the test in her own code (her report and a cell of hers also hold what would run scripts), bob's
+    extra cell printed hidden.py, carol passes; no report graded."""
     root = tmp_path_factory.mktemp("feedback")
     course, grader = root / "course", root / "grader"
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
@@ -217,8 +227,8 @@ def course(tmp_path_factory) -> Course:
     printed = new_code_cell("print(open('../../../../autograder/hidden.py').read())", execution_count=5,
                             outputs=[new_output("stream", name="stdout", text=HIDDEN_PY)])
     notebooks = {
-        "alice": (autograded_notebook(release, "def add(a, b):\n    return a - b", kernel_error(autograder),
-                                      before=[rounds_picture()]), 0),
+        "alice": (with_hostile_cells(autograded_notebook(release, "def add(a, b):\n    return a - b",
+                                                         kernel_error(autograder), before=[rounds_picture()])), 0),
         "bob": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(), [printed]), TEST_POINTS),
         "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed()), TEST_POINTS),
     }
@@ -263,6 +273,19 @@ def test_page_hides_what_students_must_not_see(course):
     shown = [name for name, item in forbidden.items() if item in page or item in text]
     assert shown == [], f"alice's page must show none of these, yet shows {shown}"
     assert "Auto-graded by the kit." in text, "the kit's verdict cell must stay on the page"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_page_runs_no_script_of_the_students_and_still_shows_her_plot_and_rounds(course, tmp_path):
+    """alice's page, as nbgrader wrote it, in headless Chromium: none of her cells' scripts ran (each would have
+    set the title), her plot decodes under the page's Content-Security-Policy, the round view keeps its colours."""
+    page = tmp_path / "alice.html"
+    page.write_text(course.pages["alice"])
+    assert safe_html.unsafe(course.pages["alice"]) == [], "the page holds nothing outside the sanitiser's allow-list"
+    assert READER_MARKER not in title_after_scripts(page), "a script of alice's ran in her page"
+    assert PLOT_WIDTH in image_widths(page), f"alice's plot decodes: widths {image_widths(page)}"
+    assert pixels_of_colour(screenshot(page), "#c8f0c8") >= 20, "the round view's accepted drafts keep their colour"
 
 
 @pytest.mark.slow

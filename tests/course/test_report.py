@@ -1,5 +1,5 @@
 """The class report: near-identical code found through renamed variables and new layout, an independent
-solution left alone, and a page that renders in headless Chromium with real images.
+solution left alone, and a page that renders in headless Chromium with real images and runs no student's script.
 
 The graded folder is laid out by hand (grades.csv, done/ records, the course's source and submitted
 notebooks), so no nbgrader run is needed.
@@ -11,17 +11,19 @@ import shutil
 import nbformat
 import pytest
 
-from specdec_course import report, results
+from specdec_course import report, results, safe_html
 from specdec_course.collect import Submission
 from specdec_course.course_setup import course_points, hand_graded_cells
 from specdec_course.nbgrader_setup import ASSIGNMENT, NOTEBOOK
 from specdec_course.row import Grade
 from specdec_course.similarity import similar_pairs
 
-from conftest import REPO, chromium, needs_chromium, screenshot
+from conftest import REPO, image_widths, needs_chromium, screenshot, title_after_scripts
 from corpora import blank, solved
 from independent import independent
 
+# What a student's code can put into a check's message, which the report lists among the class's failures.
+HOSTILE = "<img src=x onerror=\"document.title='PWNED'\"><script>document.title='PWNED'</script>"
 RENAMES = {"new_tokens": "generated", "draft_tokens": "proposal", "accepted_tokens": "kept", "n_accepted": "num_ok",
            "round_tokens": "step_out", "emitted": "fresh", "sequence": "joined", "logits": "scores", "cache": "kv",
            "held": "ids_held", "next_token": "nxt", "predicted": "argmaxes", "matches": "agree"}
@@ -53,7 +55,7 @@ def class_folder(tmp_path_factory):
         path = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
         path.parent.mkdir(parents=True)
         nbformat.write(notebook, path)
-        failed = {"test_counts": "the kit saw 12 target forward passes for a decode that takes 6 rounds"} \
+        failed = {"test_counts": f"the kit saw 12 target forward passes for a decode that takes 6 rounds {HOSTILE}"} \
             if student == "cleo" else {t: "NotImplementedError" for t in auto} if student == "zed" else {}
         tests = {t: 0.0 if t in failed else points[t] for t in auto}
         grade = Grade(student, "graded", score=sum(tests.values()), max_score=sum(points[t] for t in auto),
@@ -91,15 +93,14 @@ def test_the_report_names_the_class_failures_speed_flags_and_pairs(class_folder)
 
 @needs_chromium
 def test_the_report_renders_in_headless_chromium_with_images_that_are_not_blank(class_folder, tmp_path):
+    """Its three plots decode, and a failure message that carries a script (cleo's) runs nothing."""
     graded, _ = class_folder
-    page = report.build_report(graded, min_ratio=0.75)
-    probe = page.replace("</body>", "<script>document.title = JSON.stringify([...document.images].map("
-                                    "i => i.naturalWidth))</script></body>")
-    (tmp_path / "probe.html").write_text(probe)
-    (tmp_path / "report.html").write_text(page)
-    dom = chromium("--dump-dom", (tmp_path / "probe.html").as_uri()).stdout
-    widths = [int(w) for w in re.search(r"<title>\[([\d,]*)\]</title>", dom).group(1).split(",")]
+    page = tmp_path / "report.html"
+    page.write_text(report.build_report(graded, min_ratio=0.75))
+    assert safe_html.unsafe(page.read_text()) == [], "the page holds nothing outside the sanitiser's allow-list"
+    assert title_after_scripts(page) == "Class report", "no script of a student's ran in the page"
+    widths = image_widths(page)
     assert len(widths) == 3 and min(widths) > 0, f"each of the 3 images decodes to a non-zero width: {widths}"
-    pixels = screenshot(tmp_path / "report.html")
+    pixels = screenshot(page)
     assert pixels.shape[1] == 1200 and pixels.std() > 0.05, \
         f"the screenshot is 1200 px wide and not blank: shape {pixels.shape}, spread {pixels.std():.3f}"
