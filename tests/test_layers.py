@@ -31,7 +31,8 @@ LAYERS = {
                                          "kernel_box", "served", "isolation", "verdict", "scan", "feedback",
                                          "course_setup",
                                          "notebook_run", "gradebook", "row", "grading",
-                                         "collect", "results", "export", "report", "similarity", "gradescope",
+                                         "regular_files", "archives", "collect", "results", "export", "report",
+                                         "similarity", "gradescope",
                                          "catalogue", "selftest", "student_run")],
     4: [f"{COURSE}.cli", f"{COURSE}.commands"],
 }

@@ -32,6 +32,7 @@ from .nbgrader_setup import (
     nbgrader_env,
 )
 from .preprocessors import read_run_record
+from .regular_files import RefusedEntry, read_below
 from .sandbox import Limits, Sandbox
 
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
@@ -41,13 +42,20 @@ class InvalidSubmission(ValueError):
     """A file that cannot be graded as a notebook, with what the student can do about it."""
 
 
-def read_submission(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
-    """The notebook in nbformat 4, and notes on what had to be done to it (conversion, missing metadata)."""
+def read_submission(path: Path, root: Path | None = None) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The notebook in nbformat 4, and notes on what had to be done to it (conversion, missing metadata). `path` is
+    read as a regular file, following no link below `root` (by default its own folder): anything else is invalid."""
     redownload = "re-download it from Colab (File > Download > Download .ipynb) or Jupyter and submit again"
-    if path.stat().st_size == 0:
+    root = root or path.parent
+    try:
+        data = read_below(root, path.relative_to(root))
+    except RefusedEntry as e:
+        raise InvalidSubmission(f"not read: {e}; hand in the notebook itself (the .ipynb file, not a link or a "
+                                "shortcut to it)") from None
+    if not data:
         raise InvalidSubmission(f"the file is empty: {redownload}")
     try:
-        raw = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+        raw = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
     except Exception as e:  # nbformat raises several unrelated types for a malformed file
         raise InvalidSubmission(f"not a Jupyter notebook ({type(e).__name__}): {redownload}") from None
     notes = []

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from .regular_files import copy_tree
+
 ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
 UID_ENV = "SPECDEC_SANDBOX_UID"  # the first of the sandboxes' uids (64000: Debian leaves 60000-64999 free)
@@ -171,11 +173,9 @@ class Sandbox:
         return box
 
     def seed(self, folder: Path) -> None:
-        """The scratch folder starts as a copy of `folder` (the submission's files)."""
-        shutil.copytree(folder, self.home, dirs_exist_ok=True, symlinks=False,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        for path in [self.home, *self.home.rglob("*")]:
-            self._own(path)
+        """The scratch folder starts as a copy of the regular files of `folder` (the submission's); RefusedEntry if it
+        holds anything else (a link is never followed)."""
+        copy_tree(folder, self.home, self.uid, skip=lambda name: name == ".ipynb_checkpoints")
 
     def command(self, argv: list[str], env: dict | None = None, cwd: Path | None = None) -> list[str]:
         """The command line that runs `argv` in the sandbox (with `env` as its whole environment, in `cwd`, by
