@@ -9,15 +9,18 @@ import io
 import os
 import stat
 import tarfile
+import unicodedata
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specdec_course import grading, results
 from specdec_course.archives import ArchiveLimits
-from specdec_course.collect import Submission, collect, nbgrader_id, read_roster, student_name
+from specdec_course.collect import Submission, collect, id_key, match_ids, nbgrader_id, read_roster, student_name
 from specdec_course.row import Grade, Graded
 
 
@@ -273,3 +276,33 @@ def test_an_archive_past_its_limits_is_one_row_and_nothing_is_unpacked(tmp_path,
     assert [(s.name, s.path) for s in found] == [("bomb", archive)] and words in found[0].problem, \
         f"one row, the archive's, saying why: {found}"
     assert not (tmp_path / "unpacked").exists(), "nothing of a refused archive is written"
+
+
+def test_ids_that_differ_only_in_case_or_normalisation_are_two_students(tmp_path):
+    """Bob and bob, and Émilie written composed and decomposed, are four rows with four ids, never merged; a roster
+    matches each exactly, and regardless of case only where no other id is the same but for case."""
+    composed, decomposed = unicodedata.normalize("NFC", "Émilie"), unicodedata.normalize("NFD", "Émilie")
+    for name in ("Bob", "bob", composed, decomposed, "Carol"):
+        put(tmp_path, f"{name}.ipynb")
+    found = collect(tmp_path, roster=["Bob", "bob", "BOB", composed, "carol"])
+    names = {s.name: s for s in found}
+    assert {composed, decomposed, "Bob", "bob", "Carol", "BOB"} == set(names) and len(found) == 6, \
+        f"five rows for five files and a missing one for BOB: {[s.name for s in found]}"
+    ids = [s.student for s in found]
+    assert len({i.casefold() for i in ids}) == len(ids), f"no two ids meet, even without case: {ids}"
+    assert names["Bob"].on_roster and names["bob"].on_roster and names[composed].on_roster, \
+        "an id on the roster as it is spelled is matched"
+    assert names["Carol"].on_roster, "carol on the roster is Carol: no other id differs from it only in case"
+    assert names[decomposed].on_roster is False, "the decomposed Émilie is not the roster's composed one"
+    assert names["BOB"].path is None and names["BOB"].problem == "no submission", \
+        f"BOB could be Bob or bob, so it matches neither: {names['BOB']}"
+
+
+@given(st.lists(st.sampled_from(["Bob", "bob", "BOB", "Émilie", unicodedata.normalize("NFD", "Émilie"), "ÉMILIE",
+                                 "ann", "Ann", "zoe"]), max_size=6),
+       st.lists(st.sampled_from(["Bob", "bob", "BOB", "Émilie", "émilie", "ann", "zed"]), max_size=6))
+def test_matching_ids_never_merges_two(wanted, have):
+    matched = match_ids(wanted, have)
+    assert all(id_key(w) == id_key(h) for w, h in matched.items()), f"only ids the same but for case: {matched}"
+    assert len(set(matched.values())) == len(matched), f"no two ids matched to one: {matched}"
+    assert all(matched[w] == w for w in set(wanted) & set(have)), f"an id present on both sides is itself: {matched}"
