@@ -18,10 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specdec_course import grading, results
+from specdec_course import course_setup, grading, results
 from specdec_course.archives import ArchiveLimits
 from specdec_course.collect import Submission, collect, id_key, match_ids, nbgrader_id, read_roster, student_name
 from specdec_course.row import Grade, Graded
+
+from conftest import REPO
 
 
 def put(root: Path, relative: str, mtime: float | None = None) -> Path:
@@ -276,6 +278,13 @@ def test_an_archive_past_its_limits_is_one_row_and_nothing_is_unpacked(tmp_path,
     assert [(s.name, s.path) for s in found] == [("bomb", archive)] and words in found[0].problem, \
         f"one row, the archive's, saying why: {found}"
     assert not (tmp_path / "unpacked").exists(), "nothing of a refused archive is written"
+
+
+def test_archive_limits_come_from_the_course_config(tmp_path):
+    assert course_setup.archive_limits(REPO / "autograder") == ArchiveLimits(4096, 10000), \
+        "autograder/config.toml states 4096 MB and 10000 entries"
+    (tmp_path / "config.toml").write_text("[limits]\narchive_mb = 7\narchive_files = 3\n")
+    assert course_setup.archive_limits(tmp_path) == ArchiveLimits(7, 3), "[limits] archive_mb and archive_files"
 
 
 def test_ids_that_differ_only_in_case_or_normalisation_are_two_students(tmp_path):
