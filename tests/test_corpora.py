@@ -5,7 +5,6 @@ Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures 
 """
 
 import csv
-import os
 import shutil
 from pathlib import Path
 
@@ -102,12 +101,11 @@ def test_nothing_a_submission_started_outlives_it_or_reached_the_grader(graded):
     """After the batch: no process of any sandbox's user is alive, and what the escape tamper wrote to (the kit's
     source, the offline models, the course's config, gradebook and grades) holds none of it."""
     import specdec_kit
-    from specdec_course import sandbox
+    from specdec_course import sandbox, uids
     from specdec_kit import settings
 
     _, out, _ = graded
-    first = int(os.environ.get(sandbox.UID_ENV, "64000"))
-    alive = [pid for uid in range(first, first + sandbox.UIDS) for pid in sandbox._pids_of_uid(uid)]
+    alive = [pid for uid in uids.uid_range() for pid in sandbox._pids_of_uid(uid)]
     assert not alive, f"processes of the submissions' sandboxes outlived their grading: {alive}"
     touched = [path for path in (Path(specdec_kit.__file__), out / "course" / "nbgrader_config.py", out / "grades.csv")
                if "escaped" in path.read_text(errors="replace")]

@@ -27,7 +27,7 @@ LAYERS = {
     2: [f"{KIT}.cli"],
     3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
                                          "baseline_probe", "adaptive_bench", "pins", "publish", "release", "notebooks",
-                                         "preprocessors", "sandbox", "enter", "sandbox_host",
+                                         "preprocessors", "uids", "sandbox", "enter", "sandbox_host",
                                          "kernel_box", "served", "isolation", "verdict", "scan", "feedback",
                                          "course_setup",
                                          "notebook_run", "gradebook", "row", "grading",

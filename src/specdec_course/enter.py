@@ -4,6 +4,9 @@ sandbox's cgroups, set its limits, bind what the sandbox may read where its uid 
 
     python -I -S enter.py SPEC          # SPEC: JSON; under `unshare --mount` when it binds (bubblewrap)
 
+With no argv in SPEC it runs nothing: as the uid, it kills every process of that uid (the cleanup where no cgroup
+can be written). It needs no program the uid may run: this Python is started by root.
+
 Standard library only, and no `site`: it runs before anything of the submission's and imports nothing of ours.
 """
 
@@ -45,6 +48,9 @@ def main(spec: dict) -> None:
         os.setgroups(spec["groups"])
         os.setgid(spec["uid"])
         os.setuid(spec["uid"])
+    if spec["argv"] is None:  # the cleanup: every process of the uid, reached as that uid, this one excepted
+        os.kill(-1, signal.SIGKILL)
+        return
     os.chdir(spec["cwd"])
     # An absolute path: the uid may not read what a PATH search would import.
     os.execve(spec["argv"][0], spec["argv"], spec["env"] if spec["env"] is not None else os.environ)

@@ -19,7 +19,9 @@ The isolations (`ISOLATIONS`), strongest first; `detect()` says which this machi
 - `none` (`--no-sandbox`): the grader's own user, as before sandboxes; only the limits.
 Every sandbox has limits set from outside: cgroup v1 memory (swap included where the kernel accounts it), pids and
 freezer where the grader may write them, RLIMIT_DATA on each process, a largest file, no core dumps.
-When it closes, every process of it is killed: the cgroup's, else every process of its uid.
+Its uid is one no other live sandbox on the machine holds, whichever grader made it (`uids.py`), so that a kill(-1)
+as that uid reaches this sandbox only. When it closes, every process of it is killed: the cgroup's, else every
+process of its uid.
 """
 
 from __future__ import annotations
@@ -33,18 +35,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from . import uids
 from .regular_files import copy_tree
 
 ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
-UID_ENV = "SPECDEC_SANDBOX_UID"  # the first of the sandboxes' uids (64000: Debian leaves 60000-64999 free)
-UIDS = 64  # uids taken from there: one per sandbox open at once, so that a sweep by uid hits one sandbox only
 CGROUPS = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "freezer")
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
@@ -110,25 +110,6 @@ def _trial(isolation: str) -> str:
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"status {done.returncode}"])[-1]
 
 
-class _UidPool:
-    def __init__(self):
-        self._free, self._lock = None, threading.Lock()
-
-    def take(self) -> int:
-        with self._lock:
-            if self._free is None:
-                first = int(os.environ.get(UID_ENV, "64000"))
-                self._free = list(range(first, first + UIDS))
-            if not self._free:
-                raise SandboxError(f"more than {UIDS} sandboxes open at once")
-            return self._free.pop(0)
-
-    def give(self, uid: int) -> None:
-        with self._lock:
-            self._free.append(uid)
-
-
-_uids = _UidPool()
 _serial = itertools.count()
 
 
@@ -140,7 +121,10 @@ class Sandbox:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         self.isolation, self.limits = isolation, limits
         self.weights = weights  # reads the check pairs' weights (`restrict_weights`): a kernel does, a verdict not
-        self.uid = None if isolation == "none" else _uids.take()
+        self._lease = None if isolation == "none" else uids.take()  # a uid no other live sandbox holds
+        self.uid = None if self._lease is None else self._lease.uid
+        if self.uid is not None and _pids_of_uid(self.uid):  # left by a grader that crashed, which freed its lock
+            _kill_uid(self.uid)
         self.root = Path(tempfile.mkdtemp(prefix="specdec-sandbox-"))
         self.home = self.root / "home"  # the scratch folder: the only place the sandbox writes
         self.runtime = self.root / "runtime"  # the kernel's connection file and sockets
@@ -165,7 +149,7 @@ class Sandbox:
         fields = json.loads(description)
         box = cls.__new__(cls)
         box.isolation, box.limits, box.uid = fields["isolation"], Limits(**fields["limits"]), fields["uid"]
-        box.weights = fields["weights"]
+        box.weights, box._lease = fields["weights"], None
         box.root = Path(fields["root"])
         box.home, box.runtime = box.root / "home", box.root / "runtime"
         box.cgroup = _Cgroup.attach({k: Path(v) for k, v in fields["cgroup"].items()}) if fields["cgroup"] else None
@@ -275,9 +259,9 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.remove()
         shutil.rmtree(self.root, ignore_errors=True)
-        if self.uid is not None:
-            _uids.give(self.uid)
-            self.uid = None
+        if self._lease is not None:
+            uids.give(self._lease)
+            self._lease = self.uid = None
 
     def _own(self, path: Path) -> None:
         if self.uid is not None:
@@ -313,8 +297,8 @@ class Sandbox:
 
 
 def weights_gid() -> int:
-    """The group that may read the check pairs' weights (the gid after the sandboxes' uids)."""
-    return int(os.environ.get(UID_ENV, "64000")) + UIDS
+    """The group that may read the check pairs' weights: one fixed gid, outside the sandboxes' uids."""
+    return uids.WEIGHTS_GID
 
 
 def restrict_weights(folders: list[Path]) -> None:
@@ -440,8 +424,7 @@ def _alive(pid: int) -> bool:
 def _kill_uid(uid: int) -> None:
     """Every process of `uid` killed by a process of that uid (kill(-1) reaches exactly those), until none is left."""
     deadline = time.monotonic() + 10
-    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "uid": uid, "env": {}, "cwd": "/",
-            "argv": [sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"]}
+    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "uid": uid, "groups": [], "argv": None}
     while _pids_of_uid(uid) and time.monotonic() < deadline:
         subprocess.run([sys.executable, "-I", "-S", str(ENTER), json.dumps(spec)], timeout=10)
         time.sleep(0.02)

@@ -4,6 +4,7 @@ outlives it. Needs root and bubblewrap (CI installs it); elsewhere these tests s
 Example run: python -m pytest tests/course/test_sandbox.py -q
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from conftest import REPO
 
 requires_bwrap = pytest.mark.skipif(sandbox.detect() != "bwrap" and not os.environ.get("CI"),
                                     reason=f"no bubblewrap sandbox on this machine: {sandbox.why_not()}")
+requires_root = pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"),
+                                   reason="a sandbox's own uid needs root")
 
 
 @pytest.fixture
@@ -155,3 +158,78 @@ for name in ("config.json", "model.safetensors"):
         shutil.rmtree(root, ignore_errors=True)
     assert "read model.safetensors" in seen[True] and "read config.json" in seen[True], seen[True]
     assert "refused model.safetensors" in seen[False] and "read config.json" in seen[False], seen[False]
+
+
+GRADER = """
+import json, shutil, sys
+from specdec_course.sandbox import Limits, Sandbox, _kill_uid
+boxes = [Sandbox(f"grader-{i}", "user", Limits()) for i in range(int(sys.argv[1]))]
+sleepers = [box.popen([shutil.which("sleep"), "120"]) for box in boxes]  # a program any uid may run
+print(json.dumps({"uids": [box.uid for box in boxes], "pids": [p.pid for p in sleepers]}), flush=True)
+for line in sys.stdin:
+    if line.strip() == "kill":  # the cleanup where no cgroup is writable (a container): kill(-1) as each uid
+        for box in boxes:
+            _kill_uid(box.uid)
+        print("killed", flush=True)
+    else:
+        break
+for box in boxes:
+    box.close()
+"""
+
+
+def grader(boxes: int) -> subprocess.Popen:
+    """Another grading process on this machine, opening `boxes` sandboxes (each running a sleeper) at once."""
+    return subprocess.Popen([sys.executable, "-c", GRADER, str(boxes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def alive(pid: int) -> bool:
+    return pid in {int(p) for p in os.listdir("/proc") if p.isdigit()} and sandbox._alive(pid)
+
+
+@requires_root
+def test_two_graders_at_once_share_no_uid_and_one_cleanup_spares_the_other():
+    """Two graders open sandboxes at the same moment: no uid is in both, and one grader's cleanup by uid (kill(-1)
+    as each of its uids, as a student may run it too) kills its own sandboxes' processes and none of the other's."""
+    first, second = grader(8), grader(8)
+    try:
+        opened = [json.loads(g.stdout.readline()) for g in (first, second)]
+        shared = set(opened[0]["uids"]) & set(opened[1]["uids"])
+        assert not shared and all(len(set(o["uids"])) == 8 for o in opened), f"uids in both graders: {opened}"
+        first.stdin.write("kill\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "killed", "the first grader's cleanup ran"
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in opened[0]["pids"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in opened[0]["pids"]), "the first grader's cleanup kills its own sleepers"
+        spared = [pid for pid in opened[1]["pids"] if alive(pid)]
+        assert spared == opened[1]["pids"], f"the other grader's sandboxes live on: {spared} of {opened[1]['pids']}"
+    finally:
+        for g in (first, second):
+            g.communicate("close\n", timeout=60)
+
+
+@requires_root
+def test_a_crashed_graders_uids_are_freed_and_its_leftovers_killed():
+    """A grader killed outright frees its uid with its lock; the next sandbox to take that uid first kills what the
+    dead grader's sandbox left running (without namespaces nothing else would)."""
+    crashed = grader(1)
+    opened = json.loads(crashed.stdout.readline())
+    [uid], [sleeper] = opened["uids"], opened["pids"]
+    deadline = time.monotonic() + 10
+    while sleeper not in sandbox._pids_of_uid(uid) and time.monotonic() < deadline:  # dropped to its uid
+        time.sleep(0.05)
+    crashed.kill()
+    crashed.wait()
+    assert alive(sleeper), "without namespaces, a sandbox's process outlives its grader"
+    boxes = []
+    try:
+        while not boxes or boxes[-1].uid != uid:
+            assert len(boxes) < 16, f"uid {uid} stays held after its grader died: {[b.uid for b in boxes]}"
+            boxes.append(Sandbox("after-crash", "user", Limits()))
+        assert not alive(sleeper), f"what the dead grader left with uid {uid} is killed when the uid is taken again"
+    finally:
+        for box in boxes:
+            box.close()
