@@ -117,10 +117,10 @@ def unpack(archive: Path, into: Path, limits: ArchiveLimits) -> tuple[Path, list
             if problem:
                 refused.append(Refused(path, problem))
     tops -= SKIPPED
-    if len(tops) == 1 and _is_folder(into / next(iter(tops))):
-        top = next(iter(tops))
-        return into / top, [Refused(r.path.relative_to(top), r.what) if not r.shown else r for r in refused]
-    return into, refused
+    top = next(iter(tops)) if len(tops) == 1 else ""
+    if not top or not _is_folder(into / top) or any(r.path == PurePosixPath(top) for r in refused):
+        return into, refused
+    return into / top, [Refused(r.path.relative_to(top), r.what) if not r.shown else r for r in refused]
 
 
 def _is_folder(path: Path) -> bool:
