@@ -27,6 +27,7 @@ process of its uid.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -41,6 +42,7 @@ from functools import cache
 from pathlib import Path
 
 from . import uids
+from .enter import MS_NODEV, MS_NOSUID, mount
 from .regular_files import copy_tree
 
 ISOLATIONS = ("bwrap", "user", "none")
@@ -48,6 +50,8 @@ STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform witho
 CGROUPS = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "freezer")
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
+SCRATCH = STAGE / "scratch"  # its tmpfs of the sandbox's writable space, seen as the scratch folder and /tmp
+RUNTIME_SPACE = "size=1m,nr_inodes=64"  # the kernel's connection file and sockets, shared with the grader
 ENTER = Path(__file__).with_name("enter.py")
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 
@@ -62,6 +66,8 @@ class Limits:
     pids: int = 1024  # processes and threads (torch and a kernel start dozens)
     file_mb: int = 512  # the largest file a process of the sandbox may write
     extra_memory_mb: int = 0  # the sandbox's processes together (its cgroup) may hold this much beyond memory_mb
+    scratch_mb: int = 512  # bwrap: its scratch folder and /tmp together (a tmpfs, counted in its cgroup's memory)
+    scratch_files: int = 10000  # bwrap: files and folders there together
 
 
 def detect() -> str:
@@ -102,7 +108,10 @@ def _trial(isolation: str) -> str:
     """"" if a sandbox of `isolation` runs the student package and reads the offline models, else what it said."""
     check = ("import os, specdec_kit\nfrom specdec_kit import settings\n"
              "assert os.access(settings.cache_dir(), os.R_OK | os.X_OK), f'cannot read {settings.cache_dir()}'")
-    box = Sandbox("trial", isolation, Limits())
+    try:
+        box = Sandbox("trial", isolation, Limits())
+    except OSError as e:  # the runtime's tmpfs: a container where root may not mount
+        return str(e)
     try:
         done = box.run([sys.executable, "-I", "-c", check], timeout=60)
     finally:
@@ -132,6 +141,16 @@ class Sandbox:
             folder.mkdir()
             self._own(folder)
         self.root.chmod(0o711)  # the uid passes through to its folders and sees nothing else here
+        self._runtime_mounted = False
+        if isolation == "bwrap":  # in the grader's mount namespace: the grader reaches the kernel's sockets there
+            try:
+                mount("specdec-runtime", str(self.runtime), "tmpfs", MS_NOSUID | MS_NODEV,
+                      f"{RUNTIME_SPACE},mode=700,uid={self.uid},gid={self.uid}")
+            except OSError:
+                shutil.rmtree(self.root, ignore_errors=True)
+                uids.give(self._lease)
+                raise
+            self._runtime_mounted = True
         cgroup = _Cgroup(f"{_safe(name)}-{os.getpid()}-{next(_serial)}", limits) if self.uid is not None else None
         self.cgroup = cgroup or None  # None where the grader may not write cgroups (a container)
         self._processes: list[subprocess.Popen] = []
@@ -149,7 +168,7 @@ class Sandbox:
         fields = json.loads(description)
         box = cls.__new__(cls)
         box.isolation, box.limits, box.uid = fields["isolation"], Limits(**fields["limits"]), fields["uid"]
-        box.weights, box._lease = fields["weights"], None
+        box.weights, box._lease, box._runtime_mounted = fields["weights"], None, False
         box.root = Path(fields["root"])
         box.home, box.runtime = box.root / "home", box.root / "runtime"
         box.cgroup = _Cgroup.attach({k: Path(v) for k, v in fields["cgroup"].items()}) if fields["cgroup"] else None
@@ -167,12 +186,14 @@ class Sandbox:
         env = self.environment(env)
         cwd = cwd or self.home
         spec = {"cgroups": self.cgroup.procs_files() if self.cgroup else [], "rlimits": self._rlimits(),
-                "stage": None, "binds": [], "uid": self.uid, "argv": argv, "env": env,
+                "stage": None, "binds": [], "scratch": None, "uid": self.uid, "argv": argv, "env": env,
                 "groups": [weights_gid()] if self.weights else [], "cwd": str(cwd)}
         if self.isolation == "bwrap":
             readable = _readable_paths()
             spec.update(stage=str(STAGE), binds=[str(p) for p in readable], env=None,
-                        argv=self._bwrap(readable, env, cwd) + argv)
+                        argv=self._bwrap(readable, env, cwd) + argv,
+                        scratch={"mount": str(SCRATCH), "seed": str(self.home), "bytes": self.limits.scratch_mb << 20,
+                                 "files": self.limits.scratch_files})
             STAGE.mkdir(parents=True, exist_ok=True)
             prefix = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--"]
         else:
@@ -258,6 +279,9 @@ class Sandbox:
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self._runtime_mounted:
+            _unmount(self.runtime)
+            self._runtime_mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
         if self._lease is not None:
             uids.give(self._lease)
@@ -283,13 +307,12 @@ class Sandbox:
                 argv += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(SCRATCH / "tmp"), "/tmp"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where the machine has one
             argv += ["--dev-bind", str(device), str(device)]
         for index, path in enumerate(readable):
             argv += ["--ro-bind", str(STAGE / str(index)), str(path)]
-        for folder in (self.home, self.runtime):
-            argv += ["--bind", str(folder), str(folder)]
+        argv += ["--bind", str(SCRATCH / "home"), str(self.home), "--bind", str(self.runtime), str(self.runtime)]
         argv += ["--remount-ro", "/", "--chdir", str(cwd), "--clearenv"]  # the tree bwrap made for the binds too
         for key, value in env.items():
             argv += ["--setenv", key, value]
@@ -424,10 +447,19 @@ def _alive(pid: int) -> bool:
 def _kill_uid(uid: int) -> None:
     """Every process of `uid` killed by a process of that uid (kill(-1) reaches exactly those), until none is left."""
     deadline = time.monotonic() + 10
-    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "uid": uid, "groups": [], "argv": None}
+    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "scratch": None, "uid": uid, "groups": [],
+            "argv": None}
     while _pids_of_uid(uid) and time.monotonic() < deadline:
         subprocess.run([sys.executable, "-I", "-S", str(ENTER), json.dumps(spec)], timeout=10)
         time.sleep(0.02)
+
+
+def _unmount(path: Path) -> None:
+    """Detach the mount at `path` (MNT_DETACH: at once, even while a process still holds a file of it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(str(path).encode(), 2) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"umount {path}: {os.strerror(error)}")
 
 
 def _safe(name: str) -> str:

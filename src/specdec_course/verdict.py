@@ -48,10 +48,13 @@ class Plan:
     memory_mb: int
     verdict_seconds: float = 900
     prompt_seed: int = 0  # the timed prompts' (`_unseen`): the course's secret, in autograder/config.toml
+    scratch_mb: int = Limits.scratch_mb  # each sandbox's scratch folder and /tmp together
+    scratch_files: int = Limits.scratch_files
 
     def limits(self) -> Limits:
         """A verdict's sandbox: the host (torch and transformers imported) besides a child's own limit."""
-        return Limits(self.memory_mb, extra_memory_mb=HOST_MB)
+        return Limits(self.memory_mb, extra_memory_mb=HOST_MB, scratch_mb=self.scratch_mb,
+                      scratch_files=self.scratch_files)
 
 
 HOST_MB = 2048
@@ -65,7 +68,8 @@ def load_plan(autograder_dir: Path) -> Plan:
     limits = hidden.CONFIG["limits"]
     return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
                 float(limits.get("verdict_seconds", Plan.verdict_seconds)),
-                int(hidden.CONFIG["speedup"].get("prompt_seed", Plan.prompt_seed)))
+                int(hidden.CONFIG["speedup"].get("prompt_seed", Plan.prompt_seed)),
+                int(limits.get("scratch_mb", Plan.scratch_mb)), int(limits.get("scratch_files", Plan.scratch_files)))
 
 
 class Budget:
