@@ -15,14 +15,14 @@ from specdec_course import feedback, gradebook, verdict
 from specdec_course.cli import main
 
 from conftest import REPO
-from corpora import AUTO, BROKEN, MARKER, STUDENTS, TAMPERS, Case, blank, write_corpus
+from corpora import AUTO, BROKEN, MARKER, NOT_FILES, STUDENTS, TAMPERS, TWINS, Case, blank, write_corpus
 
 pytestmark = pytest.mark.slow
 # Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
 LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 30}
 PLAN_TESTS = tuple(verdict.load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
-CASES = [*BROKEN, *STUDENTS, *TAMPERS, REFERENCE]
+CASES = [*BROKEN, *NOT_FILES, *STUDENTS, *TAMPERS, REFERENCE]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def graded(tmp_path_factory):
     (autograder / "config.toml").write_text(config + "\n")
     (root / "assignment").mkdir()
     shutil.copy(REPO / "assignment" / "speculative_decoding.ipynb", root / "assignment")
-    write_corpus(root / "submissions", CASES)
+    write_corpus(root / "submissions", [*CASES, *TWINS])
     out = root / "graded"
     code = main(["autograde", str(root / "submissions"), "--out", str(out), "--jobs", "2",
                  "--solution", str(REPO / "solutions" / "speculative_decoding.ipynb"), "--autograder", str(autograder)])
@@ -72,6 +72,17 @@ def test_row_is_as_expected(graded, case):
             f"{case.name}: every graded student gets a feedback page; message {row['message']!r}"
     if expected.marker:
         assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
+
+
+def test_ids_the_same_but_for_case_are_two_students_in_every_file(graded, tmp_path):
+    """Twin and twin, Émile composed and decomposed: a row each in grades.csv, and a line each in the export."""
+    rows, out, autograder = graded
+    names = [row["name"] for row in rows.values() if row["name"] in {case.name for case in TWINS}]
+    assert sorted(names) == sorted(case.name for case in TWINS), f"one row per id: {names}"
+    assert main(["export", str(out), "--autograder", str(autograder), "--out", str(tmp_path / "export.csv")]) == 0
+    with (tmp_path / "export.csv").open() as f:
+        exported = [r["SID"] for r in csv.DictReader(f)]
+    assert sorted(s for s in exported if s in names) == sorted(names), f"one export line per id: {exported}"
 
 
 def test_points_come_from_the_release(graded):
@@ -189,5 +200,5 @@ def test_figures(graded):
     print(f"\ncorpora: {len(CASES)} submissions, {len(rows)} rows written, {len(graded_rows)} graded "
           f"(median {sorted(float(r['seconds']) for r in graded_rows)[len(graded_rows) // 2]:.0f} s each); "
           f"tamper attempts that gained points: {len(gained)}; feedback pages that leaked: {len(leaked)}")
-    assert len(rows) == len(CASES), f"one row per submission: {len(rows)} rows for {len(CASES)}"
+    assert len(rows) == len(CASES) + len(TWINS), f"one row per submission: {len(rows)} rows for {len(CASES)} + twins"
     assert not leaked and not gained, f"leaked pages {leaked}, tampers that gained {gained}"
