@@ -11,11 +11,14 @@ The isolations (`ISOLATIONS`), strongest first; `detect()` says which this machi
 - `bwrap`: bubblewrap, started after the grader drops to an unprivileged uid of the sandbox's own (a user namespace
   made by real root keeps root's access to files): own PID, mount, IPC, UTS and network namespaces, so no network,
   no view of the grader's processes; a file system of read-only binds (the system's /usr and /etc, the Python
-  installation and environment, the student package, the prompts, the offline models) and the sandbox's folder,
-  the only writable place. Paths the uid could not reach (a Python under /root) are first bound by root, in a
-  private mount namespace (`enter.py`), where it can.
+  installation and environment, the student package, the prompts, the offline models) and the only writable
+  places: its scratch folder and /tmp, one tmpfs of a byte and a file cap (`Limits.scratch_mb`, `scratch_files`)
+  made in its private mount namespace and gone with it, and the kernel's runtime folder, a tmpfs of 1 MB that the
+  grader mounts where it reaches the kernel's sockets. Paths the uid could not reach (a Python under /root) are
+  first bound by root, in that private mount namespace (`enter.py`), where it can.
 - `user`: where namespaces cannot be made (Docker without privileges, Gradescope): the unprivileged uid alone. It
-  sees the machine's files as that uid: grading checks that the course's files are unreadable to it.
+  sees the machine's files as that uid: grading checks that the course's files are unreadable to it. It writes
+  its scratch folder on the grader's disk and the machine's /tmp: each file is capped, not their total.
 - `none` (`--no-sandbox`): the grader's own user, as before sandboxes; only the limits.
 Every sandbox has limits set from outside: cgroup v1 memory (swap included where the kernel accounts it), pids and
 freezer where the grader may write them, RLIMIT_DATA on each process, a largest file, no core dumps.
@@ -280,7 +283,8 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.remove()
         if self._runtime_mounted:
-            _unmount(self.runtime)
+            with contextlib.suppress(OSError):  # a grading result outweighs a tmpfs of 1 MB left mounted
+                _unmount(self.runtime)
             self._runtime_mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
         if self._lease is not None:
