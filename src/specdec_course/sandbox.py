@@ -138,7 +138,7 @@ class Sandbox:
         if self.uid is not None and _pids_of_uid(self.uid):  # left by a grader that crashed, which freed its lock
             _kill_uid(self.uid)
         self.root = Path(tempfile.mkdtemp(prefix="specdec-sandbox-"))
-        self.home = self.root / "home"  # the scratch folder: the only place the sandbox writes
+        self.home = self.root / "home"  # the scratch folder (under bwrap, what its tmpfs copy starts as)
         self.runtime = self.root / "runtime"  # the kernel's connection file and sockets
         for folder in (self.home, self.runtime):
             folder.mkdir()

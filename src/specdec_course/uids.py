@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FIRST_ENV = "SPECDEC_SANDBOX_UID"  # the range's first uid, where 64000 and on are taken on a machine
-FIRST = 64000  # Debian leaves 60000-64999 to be allocated on demand: no package or user has them
+FIRST = 64000  # Debian's policy keeps 60000-64999 for uids allocated on demand, not for users or packages
 COUNT = 512  # uids in the range: sandboxes open at once on the machine, all graders together (2 per --jobs each)
 WEIGHTS_GID = 64999  # the group that may read the check pairs' weights: the last of Debian's free range
 LOCKS = Path("/run/specdec/uids")
