@@ -1,11 +1,14 @@
 """Two corpora of submissions that grading must survive, each with the row it must get.
 
 - BROKEN: files that are not what a grader expects (not JSON, nbformat 3, stripped metadata, a kernel that
-  exits or segfaults, a method that loops forever or eats memory, a Colab round trip, ...).
+  exits or segfaults, a method that loops forever or eats memory, a Colab round trip, ...), and entries that are
+  not files at all (a link to the solution, a linked folder, a hard link, a FIFO: `NOT_FILES`, never read).
 - TAMPERS: code that tries to write its own grade (replacing the checks, patching the clock, hiding forward
   calls, caching outputs, reading the instructors' files, writing the gradebook, ...), or to reach the staff
   who open the grader's files (scripts on the feedback page, a formula in grades.csv). Each tamper prints
   a marker once it has acted, so a tamper that crashed before acting is told apart from one that failed.
+- STUDENTS: what students do that grading must handle, filling the sandbox's space among them; TWINS: ids that
+  differ only in case or Unicode normalisation, which must stay two students.
 
 `write_corpus(folder)` writes every submission as `<name>.ipynb` for `specdec-course autograde`;
 `tests/test_corpora.py` grades them and checks each row against its `Expected`.
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +50,16 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """An entry that is not a notebook file: `place(path)` puts it at `path` (a link, a FIFO)."""
+
+    place: Callable[[Path], None]
+
+
+@dataclass(frozen=True)
 class Case:
     name: str
-    build: Callable[[], nbformat.NotebookNode | bytes]
+    build: Callable[[], nbformat.NotebookNode | bytes | Placed]
     expected: Expected = field(default_factory=Expected)
 
 
@@ -261,6 +273,25 @@ BROKEN = [
          Expected(loses=("test_draft_tokens",), message="MemoryError")),
     Case("huge_outputs", huge_outputs),
     Case("colab_round_trip", colab_round_trip),
+]
+
+
+def hard_linked(path: Path) -> None:
+    """A second name of a solution kept outside the submissions (`tar` run as root makes one to any file)."""
+    outside = path.parent.parent / "outside"
+    outside.mkdir(exist_ok=True)
+    nbformat.write(solved(), outside / path.name)
+    os.link(outside / path.name, path)
+
+
+# Not files: each was read through, as root, before grading followed no link (a link to the solution scored 90 + 11).
+NOT_FILES = [
+    Case("linked_solution", lambda: Placed(lambda path: path.symlink_to(SOLUTION)),
+         Expected("invalid", AUTO, "linked_solution.ipynb is a symbolic link")),
+    Case("linked_folder", lambda: Placed(lambda path: path.with_suffix("").symlink_to(SOLUTION.parent, True)),
+         Expected("invalid", AUTO, "linked_folder is a symbolic link")),
+    Case("hard_linked", lambda: Placed(hard_linked), Expected("invalid", AUTO, "hard_linked.ipynb is a hard link")),
+    Case("fifo", lambda: Placed(os.mkfifo), Expected("invalid", AUTO, "fifo.ipynb is a FIFO")),
 ]
 
 
@@ -613,6 +644,23 @@ COMPILED = ("        model = model.to(self.device).eval()\n"
             "        return model, tokenizer\n")
 
 
+FILL_BYTES = """with open("big", "wb") as f:  # past the sandbox's bytes ([limits] scratch_mb) or its largest file
+    for _ in range(4096):
+        f.write(bytes(1 << 20))
+"""
+FILL_FILES = """import os
+os.remove("big")
+for i in range(100_000):  # past the sandbox's files ([limits] scratch_files)
+    open(f"file{i}", "w").close()
+"""
+
+
+def fills_space() -> nbformat.NotebookNode:
+    """The blank release with a cell past the sandbox's bytes, one past its files, then one that says it ran."""
+    notebook = with_cell(blank(), marker("fills_space"), after="imports")
+    return with_cell(with_cell(notebook, FILL_FILES, after="imports"), FILL_BYTES, after="imports")
+
+
 def compiled_models() -> nbformat.NotebookNode:
     """The solution with its models compiled, as the course's own student did (the eager backend needs no compiler)."""
     return edited(solved(), LOADED, COMPILED)
@@ -628,7 +676,13 @@ STUDENTS = [
          Expected("timeout", (), "stopped a cell at its time limit and went on: cell", marker=True)),
     Case("compiled_models", compiled_models),
     Case("long_docstrings", long_docstrings),
+    Case("fills_space", fills_space,
+         Expected(loses=AUTO, message="ran out of its sandbox's space in cell", marker=True)),
 ]
+# Ids the same but for case or Unicode normalisation: two students each, in grades.csv and the export (cheap: not
+# notebooks, so nothing runs).
+TWINS = [Case(name, lambda: b"{ not a notebook") for name in
+         ("Twin", "twin", unicodedata.normalize("NFC", "Émile"), unicodedata.normalize("NFD", "Émile"))]
 
 
 def write_corpus(folder: Path, cases: list[Case]) -> None:
@@ -636,7 +690,9 @@ def write_corpus(folder: Path, cases: list[Case]) -> None:
     for case in cases:
         built = case.build()
         path = folder / f"{case.name}.ipynb"
-        if isinstance(built, bytes):
+        if isinstance(built, Placed):
+            built.place(path)
+        elif isinstance(built, bytes):
             path.write_bytes(built)
         else:
             nbformat.write(copy.deepcopy(built), path, version=built.get("nbformat", 4))

@@ -5,7 +5,7 @@ student's script, no formula in grades.csv.
 Example run: python -m pytest tests/test_corpora.py -q -s   (prints the figures CI shows)
 """
 
-import os
+import csv
 import shutil
 from pathlib import Path
 
@@ -21,10 +21,12 @@ from corpora import (
     BROKEN,
     FORMULA,
     MARKER,
+    NOT_FILES,
     PLOT_WIDTH,
     READER_MARKER,
     STUDENTS,
     TAMPERS,
+    TWINS,
     Case,
     blank,
     write_corpus,
@@ -35,7 +37,7 @@ pytestmark = pytest.mark.slow
 LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 30}
 PLAN_TESTS = tuple(verdict.load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
-CASES = [*BROKEN, *STUDENTS, *TAMPERS, REFERENCE]
+CASES = [*BROKEN, *NOT_FILES, *STUDENTS, *TAMPERS, REFERENCE]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def graded(tmp_path_factory):
     (autograder / "config.toml").write_text(config + "\n")
     (root / "assignment").mkdir()
     shutil.copy(REPO / "assignment" / "speculative_decoding.ipynb", root / "assignment")
-    write_corpus(root / "submissions", CASES)
+    write_corpus(root / "submissions", [*CASES, *TWINS])
     out = root / "graded"
     code = main(["autograde", str(root / "submissions"), "--out", str(out), "--jobs", "2",
                  "--solution", str(REPO / "solutions" / "speculative_decoding.ipynb"), "--autograder", str(autograder)])
@@ -85,6 +87,17 @@ def test_row_is_as_expected(graded, case):
         assert MARKER in _printed(out, case.name), f"{case.name} never printed its marker: it crashed before acting"
 
 
+def test_ids_the_same_but_for_case_are_two_students_in_every_file(graded, tmp_path):
+    """Twin and twin, Émile composed and decomposed: a row each in grades.csv, and a line each in the export."""
+    rows, out, autograder = graded
+    names = [row["name"] for row in rows.values() if row["name"] in {case.name for case in TWINS}]
+    assert sorted(names) == sorted(case.name for case in TWINS), f"one row per id: {names}"
+    assert main(["export", str(out), "--autograder", str(autograder), "--out", str(tmp_path / "export.csv")]) == 0
+    with (tmp_path / "export.csv").open() as f:
+        exported = [r["SID"] for r in csv.DictReader(f)]
+    assert sorted(s for s in exported if s in names) == sorted(names), f"one export line per id: {exported}"
+
+
 def test_points_come_from_the_release(graded):
     """No row holds points above the release's: a submission raised a test cell's points and made its hand-graded
     report a test cell worth 100 (`raised_points`); that report still waits for a person."""
@@ -112,12 +125,11 @@ def test_nothing_a_submission_started_outlives_it_or_reached_the_grader(graded):
     """After the batch: no process of any sandbox's user is alive, and what the escape tamper wrote to (the kit's
     source, the offline models, the course's config, gradebook and grades) holds none of it."""
     import specdec_kit
-    from specdec_course import sandbox
+    from specdec_course import sandbox, uids
     from specdec_kit import settings
 
     _, out, _ = graded
-    first = int(os.environ.get(sandbox.UID_ENV, "64000"))
-    alive = [pid for uid in range(first, first + sandbox.UIDS) for pid in sandbox._pids_of_uid(uid)]
+    alive = [pid for uid in uids.uid_range() for pid in sandbox._pids_of_uid(uid)]
     assert not alive, f"processes of the submissions' sandboxes outlived their grading: {alive}"
     touched = [path for path in (Path(specdec_kit.__file__), out / "course" / "nbgrader_config.py", out / "grades.csv")
                if "escaped" in path.read_text(errors="replace")]
@@ -245,5 +257,5 @@ def test_figures(graded):
     print(f"\ncorpora: {len(CASES)} submissions, {len(rows)} rows written, {len(graded_rows)} graded "
           f"(median {sorted(float(r['seconds']) for r in graded_rows)[len(graded_rows) // 2]:.0f} s each); "
           f"tamper attempts that gained points: {len(gained)}; feedback pages that leaked: {len(leaked)}")
-    assert len(rows) == len(CASES), f"one row per submission: {len(rows)} rows for {len(CASES)}"
+    assert len(rows) == len(CASES) + len(TWINS), f"one row per submission: {len(rows)} rows for {len(CASES)} + twins"
     assert not leaked and not gained, f"leaked pages {leaked}, tampers that gained {gained}"

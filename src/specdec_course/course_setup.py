@@ -15,6 +15,7 @@ from specdec_kit import zoo
 from specdec_kit.adapters import is_graded_cell
 
 from . import feedback, publish, sandbox, verdict
+from .archives import ArchiveLimits
 from .nbgrader_setup import (
     ASSIGNMENT,
     NOTEBOOK,
@@ -90,6 +91,13 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     if isolation == "user":  # no namespaces: the sandboxes' users see the machine's files as any other user does
         sandbox.hide([autograder_dir, solution.parent, course.parent])
     return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs, isolation)
+
+
+def archive_limits(autograder_dir: Path) -> ArchiveLimits:
+    """How far a class's zip or tar may expand: [limits] archive_mb and archive_files of config.toml."""
+    limits = _limits(autograder_dir)
+    return ArchiveLimits(int(limits.get("archive_mb", ArchiveLimits.megabytes)),
+                         int(limits.get("archive_files", ArchiveLimits.files)))
 
 
 def _limits(autograder_dir: Path) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from .collect import match_ids
 from .course_setup import course_points, hand_graded_cells
 from .gradebook import read_scores
 from .publish import Deadline
@@ -56,9 +57,9 @@ def class_grades(graded: Path, deadline: Deadline, roster: list[str] | None = No
         out.append(ClassGrade(row.get("name") or row["student"], row["status"], float(row["score"] or 0), manual,
                               sum(points.values()), submitted, _late_by(submitted, deadline),
                               float(row.get("extra_credit") or 0)))
-    known = {g.student.casefold() for g in out}
+    known = match_ids(roster or [], [g.student for g in out])
     out += [ClassGrade(s, "missing", 0.0, 0.0, sum(points.values()), None, None)
-            for s in roster or [] if s.casefold() not in known]
+            for s in roster or [] if s not in known]
     return out
 
 
@@ -97,29 +98,33 @@ def write_gradescope(grades: list[ClassGrade], path: Path) -> None:
 
 def fill_canvas(template: Path, grades: list[ClassGrade], path: Path, column: str | None = None) -> list[str]:
     """The course's own Canvas gradebook export with the assignment's column filled in (matched by SIS User
-    ID, SIS Login ID or ID, whichever holds the kit's ids); its other columns and rows are left as they were, but
-    that no cell starts a spreadsheet formula (safe_csv.inert).
-    Returns the students of `grades` that the template does not list."""
+    ID, SIS Login ID or ID, whichever holds the kit's ids; regardless of case only where no other id is the same
+    but for case); its other columns and rows are left as they were, but that no cell starts a spreadsheet formula
+    (safe_csv.inert). Returns the students of `grades` that the template does not list."""
     with template.open(newline="", encoding="utf-8-sig") as f:
         table = list(csv.reader(f))
     if not table:
         raise ValueError(f"--template {template} is empty: export the gradebook from Canvas (Grades > Export)")
     header = table[0]
     target = _assignment_column(header, column, template)
-    by_id = {g.student.casefold(): g for g in grades}
-    id_column = max((header.index(c) for c in CANVAS_ID_COLUMNS if c in header),
-                    key=lambda i: sum(len(r) > i and r[i].casefold() in by_id for r in table[1:]), default=None)
+    by_id = {g.student: g for g in grades}
+
+    def ids(i: int) -> dict[str, str]:  # the template's ids in column i -> the kit's, never two merged (match_ids)
+        return match_ids((r[i] for r in table[1:] if len(r) > i), by_id)
+
+    id_column = max((header.index(c) for c in CANVAS_ID_COLUMNS if c in header), key=lambda i: len(ids(i)),
+                    default=None)
     if id_column is None:
         raise ValueError(f"--template {template} has none of the columns {', '.join(CANVAS_ID_COLUMNS)}")
-    listed = set()
+    matched, listed = ids(id_column), set()
     for r in table[1:]:
-        grade = by_id.get(r[id_column].casefold()) if len(r) > id_column else None
+        grade = by_id.get(matched.get(r[id_column], "")) if len(r) > id_column else None
         if grade is not None:
             r[target] = f"{grade.total:g}"
-            listed.add(grade.student.casefold())
+            listed.add(grade.student)
     with path.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([inert(cell) for cell in row] for row in table)
-    return [g.student for g in grades if g.student.casefold() not in listed]
+    return [g.student for g in grades if g.student not in listed]
 
 
 def _assignment_column(header: list[str], column: str | None, template: Path) -> int:

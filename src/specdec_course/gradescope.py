@@ -102,7 +102,8 @@ def submission(root: Path, path: Path) -> Submission:
     metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
     user = (metadata.get("users") or [{}])[0]
     name = str(user.get("sid") or user.get("email") or user.get("name") or "student")
-    return Submission(nbgrader_id(name), path, name=name, submitted_at=metadata.get("created_at") or file_time(path))
+    return Submission(nbgrader_id(name), path, name=name, submitted_at=metadata.get("created_at") or file_time(path),
+                      root=root / "submission")  # the notebook is read following no link below it
 
 
 def _guard(course: Path, autograder_dir: Path):

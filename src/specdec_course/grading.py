@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import nbformat
 
@@ -37,6 +37,7 @@ from .nbgrader_setup import (
     NOTEBOOK,
 )
 from .notebook_run import InvalidSubmission, NotebookRun, match_release, read_submission
+from .regular_files import write_below
 from .row import Grade, Graded, conclude, grader_failed, join_messages
 
 
@@ -101,10 +102,11 @@ def grade(course: Path, submission: Submission, setup: BatchSetup, before: dict 
     """Grade one submission (`before`: its scores in the gradebook before the batch). Never raises for a bad
     submission: what went wrong is the row's status."""
     started = time.perf_counter()
-    if submission.path is None:
-        return Grade(submission.student, "missing", message=submission.problem)
+    if submission.path is None or submission.problem:  # nothing submitted, or refused when collected
+        return Grade(submission.student, "missing" if submission.path is None else "invalid",
+                     message=submission.problem)
     try:
-        notebook, notes = read_submission(submission.path)
+        notebook, notes = read_submission(submission.path, submission.root)
     except InvalidSubmission as e:
         return Grade(submission.student, "invalid", message=str(e))
     notes += match_release(notebook, setup.release)
@@ -114,9 +116,9 @@ def grade(course: Path, submission: Submission, setup: BatchSetup, before: dict 
                      f"more than the {MAX_CODE >> 20} MB the grader takes: move data out of the code (load it from a "
                      "file) and submit again")
     student = submission.student
-    target = course / "submitted" / student / ASSIGNMENT / NOTEBOOK
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, target)
+    # Written where nbgrader reads it, replacing whatever is there: never through a link.
+    write_below(course, PurePosixPath("submitted", student, ASSIGNMENT, NOTEBOOK),
+                (nbformat.writes(notebook) + "\n").encode())  # as nbformat.write has it
     log_dir = course.parent / "logs"
     log_dir.mkdir(exist_ok=True)
     run = NotebookRun(course, student, setup, log_dir)

@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import nbformat
@@ -31,23 +31,32 @@ from .nbgrader_setup import (
     ASSIGNMENT,
     nbgrader_env,
 )
-from .preprocessors import read_run_record
+from .preprocessors import cell_label, read_run_record
+from .regular_files import RefusedEntry, read_below
 from .sandbox import Limits, Sandbox
 
 NBGRADER_MARGIN = 120  # seconds beyond the notebook's limit for nbgrader itself (kernel start, saving)
+SPACE_ERRORS = ("[Errno 28]", "[Errno 122]", "[Errno 27]")  # how OSError shows ENOSPC, EDQUOT, EFBIG
 
 
 class InvalidSubmission(ValueError):
     """A file that cannot be graded as a notebook, with what the student can do about it."""
 
 
-def read_submission(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
-    """The notebook in nbformat 4, and notes on what had to be done to it (conversion, missing metadata)."""
+def read_submission(path: Path, root: Path | None = None) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The notebook in nbformat 4, and notes on what had to be done to it (conversion, missing metadata). `path` is
+    read as a regular file, following no link below `root` (by default its own folder): anything else is invalid."""
     redownload = "re-download it from Colab (File > Download > Download .ipynb) or Jupyter and submit again"
-    if path.stat().st_size == 0:
+    root = root or path.parent
+    try:
+        data = read_below(root, path.relative_to(root))
+    except RefusedEntry as e:
+        raise InvalidSubmission(f"not read: {e}; hand in the notebook itself (the .ipynb file, not a link or a "
+                                "shortcut to it)") from None
+    if not data:
         raise InvalidSubmission(f"the file is empty: {redownload}")
     try:
-        raw = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+        raw = nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT)
     except Exception as e:  # nbformat raises several unrelated types for a malformed file
         raise InvalidSubmission(f"not a Jupyter notebook ({type(e).__name__}): {redownload}") from None
     notes = []
@@ -140,7 +149,7 @@ class NotebookRun:
         record_path.unlink(missing_ok=True)
         args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
         limit = self.setup.notebook_seconds + NBGRADER_MARGIN
-        limits = Limits(self.setup.plan.memory_mb, extra_memory_mb=1024)
+        limits = replace(self.setup.plan.limits(), extra_memory_mb=1024)  # a kernel, no verdict's host
         box = Sandbox(f"{self.student}-kernel", self.setup.isolation, limits)
         try:
             box.seed(self.course / "submitted" / self.student / ASSIGNMENT)
@@ -162,6 +171,21 @@ class NotebookRun:
             if done.returncode != 0:
                 self.error = _nbgrader_error(done.stdout + done.stderr) or f"exit status {done.returncode}"
         self.record = read_run_record(record_path)
+
+
+def space_notes(autograded: nbformat.NotebookNode | None, limits: Limits) -> list[str]:
+    """A sentence on the cells of the notebook's own run that ran out of the sandbox's space, if any did: a write
+    past the scratch folder's bytes or files (ENOSPC), a quota (EDQUOT) or the largest file (EFBIG)."""
+    def out_of_space(output) -> bool:
+        return output.output_type == "error" and any(code in output.get("evalue", "") for code in SPACE_ERRORS)
+
+    full = [cell_label(cell, index) for index, cell in enumerate(autograded.cells if autograded else [])
+            if cell.cell_type == "code" and any(map(out_of_space, cell.get("outputs", [])))]
+    if not full:
+        return []
+    return [f"the notebook's own run ran out of its sandbox's space in {', '.join(full)} (its scratch folder and /tmp "
+            f"hold {limits.scratch_mb} MB in {limits.scratch_files} files, a file at most {limits.file_mb} MB): "
+            "those cells failed, and the run went on"]
 
 
 def kernel_env(threads: int, record_path: Path) -> dict:

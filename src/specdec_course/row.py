@@ -16,7 +16,7 @@ from specdec_kit.adapters import is_graded_cell
 from . import feedback, scan, verdict
 from .course_setup import BatchSetup
 from .gradebook import read_autograded, record_scores, write_autograded
-from .notebook_run import NotebookRun
+from .notebook_run import NotebookRun, space_notes
 
 STATUSES = ("graded", "error", "kernel_died", "timeout", "invalid", "missing")
 GRADER_FAILED = "the grader failed on this submission, not the submission"  # how an `error` row of the grader's begins
@@ -70,7 +70,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
     status, run_note = _run_status(run)
     if judged.out_of_time:  # the checks' own budget: the row says where grading stopped
         status = "timeout"
-    messages = [*notes, run_note, *judged.load_problems,
+    messages = [*notes, run_note, *space_notes(autograded, setup.plan.limits()), *judged.load_problems,
                 *(f"{test}: {result.message.splitlines()[0]}" for test, result in judged.tests.items()
                   if not result.passed and result.aborted and not result.message.startswith("not judged")),
                 *_disagreements(judged, autograded, setup.points, run)]

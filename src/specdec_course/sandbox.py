@@ -11,20 +11,26 @@ The isolations (`ISOLATIONS`), strongest first; `detect()` says which this machi
 - `bwrap`: bubblewrap, started after the grader drops to an unprivileged uid of the sandbox's own (a user namespace
   made by real root keeps root's access to files): own PID, mount, IPC, UTS and network namespaces, so no network,
   no view of the grader's processes; a file system of read-only binds (the system's /usr and /etc, the Python
-  installation and environment, the student package, the prompts, the offline models) and the sandbox's folder,
-  the only writable place. Paths the uid could not reach (a Python under /root) are first bound by root, in a
-  private mount namespace (`enter.py`), where it can.
+  installation and environment, the student package, the prompts, the offline models) and the only writable
+  places: its scratch folder and /tmp, one tmpfs of a byte and a file cap (`Limits.scratch_mb`, `scratch_files`)
+  made in its private mount namespace and gone with it, and the kernel's runtime folder, a tmpfs of 1 MB that the
+  grader mounts where it reaches the kernel's sockets. Paths the uid could not reach (a Python under /root) are
+  first bound by root, in that private mount namespace (`enter.py`), where it can.
 - `user`: where namespaces cannot be made (Docker without privileges, Gradescope): the unprivileged uid alone. It
-  sees the machine's files as that uid: grading checks that the course's files are unreadable to it.
+  sees the machine's files as that uid: grading checks that the course's files are unreadable to it. It writes
+  its scratch folder on the grader's disk and the machine's /tmp: each file is capped, not their total.
 - `none` (`--no-sandbox`): the grader's own user, as before sandboxes; only the limits.
 Every sandbox has limits set from outside: cgroup v1 memory (swap included where the kernel accounts it), pids and
 freezer where the grader may write them, RLIMIT_DATA on each process, a largest file, no core dumps.
-When it closes, every process of it is killed: the cgroup's, else every process of its uid.
+Its uid is one no other live sandbox on the machine holds, whichever grader made it (`uids.py`), so that a kill(-1)
+as that uid reaches this sandbox only. When it closes, every process of it is killed: the cgroup's, else every
+process of its uid.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -33,19 +39,22 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from . import uids
+from .enter import MS_NODEV, MS_NOSUID, mount
+from .regular_files import copy_tree
+
 ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
-UID_ENV = "SPECDEC_SANDBOX_UID"  # the first of the sandboxes' uids (64000: Debian leaves 60000-64999 free)
-UIDS = 64  # uids taken from there: one per sandbox open at once, so that a sweep by uid hits one sandbox only
 CGROUPS = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "freezer")
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
+SCRATCH = STAGE / "scratch"  # its tmpfs of the sandbox's writable space, seen as the scratch folder and /tmp
+RUNTIME_SPACE = "size=1m,nr_inodes=64"  # the kernel's connection file and sockets, shared with the grader
 ENTER = Path(__file__).with_name("enter.py")
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 
@@ -60,6 +69,8 @@ class Limits:
     pids: int = 1024  # processes and threads (torch and a kernel start dozens)
     file_mb: int = 512  # the largest file a process of the sandbox may write
     extra_memory_mb: int = 0  # the sandbox's processes together (its cgroup) may hold this much beyond memory_mb
+    scratch_mb: int = 512  # bwrap: its scratch folder and /tmp together (a tmpfs, counted in its cgroup's memory)
+    scratch_files: int = 10000  # bwrap: files and folders there together
 
 
 def detect() -> str:
@@ -100,7 +111,10 @@ def _trial(isolation: str) -> str:
     """"" if a sandbox of `isolation` runs the student package and reads the offline models, else what it said."""
     check = ("import os, specdec_kit\nfrom specdec_kit import settings\n"
              "assert os.access(settings.cache_dir(), os.R_OK | os.X_OK), f'cannot read {settings.cache_dir()}'")
-    box = Sandbox("trial", isolation, Limits())
+    try:
+        box = Sandbox("trial", isolation, Limits())
+    except OSError as e:  # the runtime's tmpfs: a container where root may not mount
+        return str(e)
     try:
         done = box.run([sys.executable, "-I", "-c", check], timeout=60)
     finally:
@@ -108,25 +122,6 @@ def _trial(isolation: str) -> str:
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"status {done.returncode}"])[-1]
 
 
-class _UidPool:
-    def __init__(self):
-        self._free, self._lock = None, threading.Lock()
-
-    def take(self) -> int:
-        with self._lock:
-            if self._free is None:
-                first = int(os.environ.get(UID_ENV, "64000"))
-                self._free = list(range(first, first + UIDS))
-            if not self._free:
-                raise SandboxError(f"more than {UIDS} sandboxes open at once")
-            return self._free.pop(0)
-
-    def give(self, uid: int) -> None:
-        with self._lock:
-            self._free.append(uid)
-
-
-_uids = _UidPool()
 _serial = itertools.count()
 
 
@@ -138,14 +133,27 @@ class Sandbox:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         self.isolation, self.limits = isolation, limits
         self.weights = weights  # reads the check pairs' weights (`restrict_weights`): a kernel does, a verdict not
-        self.uid = None if isolation == "none" else _uids.take()
+        self._lease = None if isolation == "none" else uids.take()  # a uid no other live sandbox holds
+        self.uid = None if self._lease is None else self._lease.uid
+        if self.uid is not None and _pids_of_uid(self.uid):  # left by a grader that crashed, which freed its lock
+            _kill_uid(self.uid)
         self.root = Path(tempfile.mkdtemp(prefix="specdec-sandbox-"))
-        self.home = self.root / "home"  # the scratch folder: the only place the sandbox writes
+        self.home = self.root / "home"  # the scratch folder (under bwrap, what its tmpfs copy starts as)
         self.runtime = self.root / "runtime"  # the kernel's connection file and sockets
         for folder in (self.home, self.runtime):
             folder.mkdir()
             self._own(folder)
         self.root.chmod(0o711)  # the uid passes through to its folders and sees nothing else here
+        self._runtime_mounted = False
+        if isolation == "bwrap":  # in the grader's mount namespace: the grader reaches the kernel's sockets there
+            try:
+                mount("specdec-runtime", str(self.runtime), "tmpfs", MS_NOSUID | MS_NODEV,
+                      f"{RUNTIME_SPACE},mode=700,uid={self.uid},gid={self.uid}")
+            except OSError:
+                shutil.rmtree(self.root, ignore_errors=True)
+                uids.give(self._lease)
+                raise
+            self._runtime_mounted = True
         cgroup = _Cgroup(f"{_safe(name)}-{os.getpid()}-{next(_serial)}", limits) if self.uid is not None else None
         self.cgroup = cgroup or None  # None where the grader may not write cgroups (a container)
         self._processes: list[subprocess.Popen] = []
@@ -163,7 +171,7 @@ class Sandbox:
         fields = json.loads(description)
         box = cls.__new__(cls)
         box.isolation, box.limits, box.uid = fields["isolation"], Limits(**fields["limits"]), fields["uid"]
-        box.weights = fields["weights"]
+        box.weights, box._lease, box._runtime_mounted = fields["weights"], None, False
         box.root = Path(fields["root"])
         box.home, box.runtime = box.root / "home", box.root / "runtime"
         box.cgroup = _Cgroup.attach({k: Path(v) for k, v in fields["cgroup"].items()}) if fields["cgroup"] else None
@@ -171,11 +179,9 @@ class Sandbox:
         return box
 
     def seed(self, folder: Path) -> None:
-        """The scratch folder starts as a copy of `folder` (the submission's files)."""
-        shutil.copytree(folder, self.home, dirs_exist_ok=True, symlinks=False,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        for path in [self.home, *self.home.rglob("*")]:
-            self._own(path)
+        """The scratch folder starts as a copy of the regular files of `folder` (the submission's); RefusedEntry if it
+        holds anything else (a link is never followed)."""
+        copy_tree(folder, self.home, self.uid, skip=lambda name: name == ".ipynb_checkpoints")
 
     def command(self, argv: list[str], env: dict | None = None, cwd: Path | None = None) -> list[str]:
         """The command line that runs `argv` in the sandbox (with `env` as its whole environment, in `cwd`, by
@@ -183,12 +189,14 @@ class Sandbox:
         env = self.environment(env)
         cwd = cwd or self.home
         spec = {"cgroups": self.cgroup.procs_files() if self.cgroup else [], "rlimits": self._rlimits(),
-                "stage": None, "binds": [], "uid": self.uid, "argv": argv, "env": env,
+                "stage": None, "binds": [], "scratch": None, "uid": self.uid, "argv": argv, "env": env,
                 "groups": [weights_gid()] if self.weights else [], "cwd": str(cwd)}
         if self.isolation == "bwrap":
             readable = _readable_paths()
             spec.update(stage=str(STAGE), binds=[str(p) for p in readable], env=None,
-                        argv=self._bwrap(readable, env, cwd) + argv)
+                        argv=self._bwrap(readable, env, cwd) + argv,
+                        scratch={"mount": str(SCRATCH), "seed": str(self.home), "bytes": self.limits.scratch_mb << 20,
+                                 "files": self.limits.scratch_files})
             STAGE.mkdir(parents=True, exist_ok=True)
             prefix = [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--"]
         else:
@@ -274,10 +282,14 @@ class Sandbox:
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self._runtime_mounted:
+            with contextlib.suppress(OSError):  # a grading result outweighs a tmpfs of 1 MB left mounted
+                _unmount(self.runtime)
+            self._runtime_mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
-        if self.uid is not None:
-            _uids.give(self.uid)
-            self.uid = None
+        if self._lease is not None:
+            uids.give(self._lease)
+            self._lease = self.uid = None
 
     def _own(self, path: Path) -> None:
         if self.uid is not None:
@@ -299,13 +311,12 @@ class Sandbox:
                 argv += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(SCRATCH / "tmp"), "/tmp"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where the machine has one
             argv += ["--dev-bind", str(device), str(device)]
         for index, path in enumerate(readable):
             argv += ["--ro-bind", str(STAGE / str(index)), str(path)]
-        for folder in (self.home, self.runtime):
-            argv += ["--bind", str(folder), str(folder)]
+        argv += ["--bind", str(SCRATCH / "home"), str(self.home), "--bind", str(self.runtime), str(self.runtime)]
         argv += ["--remount-ro", "/", "--chdir", str(cwd), "--clearenv"]  # the tree bwrap made for the binds too
         for key, value in env.items():
             argv += ["--setenv", key, value]
@@ -313,8 +324,8 @@ class Sandbox:
 
 
 def weights_gid() -> int:
-    """The group that may read the check pairs' weights (the gid after the sandboxes' uids)."""
-    return int(os.environ.get(UID_ENV, "64000")) + UIDS
+    """The group that may read the check pairs' weights: one fixed gid, outside the sandboxes' uids."""
+    return uids.WEIGHTS_GID
 
 
 def restrict_weights(folders: list[Path]) -> None:
@@ -440,11 +451,19 @@ def _alive(pid: int) -> bool:
 def _kill_uid(uid: int) -> None:
     """Every process of `uid` killed by a process of that uid (kill(-1) reaches exactly those), until none is left."""
     deadline = time.monotonic() + 10
-    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "uid": uid, "env": {}, "cwd": "/",
-            "argv": [sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"]}
+    spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "scratch": None, "uid": uid, "groups": [],
+            "argv": None}
     while _pids_of_uid(uid) and time.monotonic() < deadline:
         subprocess.run([sys.executable, "-I", "-S", str(ENTER), json.dumps(spec)], timeout=10)
         time.sleep(0.02)
+
+
+def _unmount(path: Path) -> None:
+    """Detach the mount at `path` (MNT_DETACH: at once, even while a process still holds a file of it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(str(path).encode(), 2) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"umount {path}: {os.strerror(error)}")
 
 
 def _safe(name: str) -> str:

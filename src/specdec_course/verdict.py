@@ -49,10 +49,13 @@ class Plan:
     check_seconds: float
     memory_mb: int
     verdict_seconds: float = 900
+    scratch_mb: int = Limits.scratch_mb  # each sandbox's scratch folder and /tmp together
+    scratch_files: int = Limits.scratch_files
 
     def limits(self) -> Limits:
         """A verdict's sandbox: the host (torch and transformers imported) besides a child's own limit."""
-        return Limits(self.memory_mb, extra_memory_mb=HOST_MB)
+        return Limits(self.memory_mb, extra_memory_mb=HOST_MB, scratch_mb=self.scratch_mb,
+                      scratch_files=self.scratch_files)
 
 
 HOST_MB = 2048
@@ -65,7 +68,8 @@ def load_plan(autograder_dir: Path) -> Plan:
     spec.loader.exec_module(hidden)
     limits = hidden.CONFIG["limits"]
     return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
-                float(limits.get("verdict_seconds", Plan.verdict_seconds)))
+                float(limits.get("verdict_seconds", Plan.verdict_seconds)),
+                int(limits.get("scratch_mb", Plan.scratch_mb)), int(limits.get("scratch_files", Plan.scratch_files)))
 
 
 class Budget:

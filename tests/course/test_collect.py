@@ -1,16 +1,29 @@
-"""Collecting a class in the shapes LMSs and class folders give, reading rosters, and keeping a class's rows
-across runs (grades.csv merged, replaced rows recorded, finished students kept for a resumed batch)."""
+"""Collecting a class in the shapes LMSs and class folders give (folders, zips, tars), refusing what is not a plain
+file, ids that differ only in case, reading rosters, and keeping a class's rows across runs (grades.csv merged,
+replaced rows recorded, finished students kept for a resumed batch).
 
+Example run: python -m pytest tests/course/test_collect.py -q
+"""
+
+import io
 import os
+import stat
+import tarfile
+import unicodedata
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from specdec_course import results
-from specdec_course.collect import Submission, collect, nbgrader_id, read_roster, student_name
+from specdec_course import course_setup, grading, results
+from specdec_course.archives import ArchiveLimits
+from specdec_course.collect import Submission, collect, id_key, match_ids, nbgrader_id, read_roster, student_name
 from specdec_course.row import Grade, Graded
+
+from conftest import REPO
 
 
 def put(root: Path, relative: str, mtime: float | None = None) -> Path:
@@ -166,3 +179,139 @@ def test_gradescope_export_names_students_and_times_from_its_metadata(tmp_path):
         ["submission_101/notebook.ipynb"], f"the later upload is graded whatever the file times: {found['ann01']}"
     assert found["bo@x.org"].submitted_at.startswith("2026-12-06T01:30:00"), \
         f"the upload time comes from the metadata: {found['bo@x.org'].submitted_at}"
+
+
+def outside_solution(tmp_path: Path) -> Path:
+    """A file outside the submissions, as the course's solution is: what a link would lead the grader to read."""
+    solution = tmp_path / "course" / "solutions" / "speculative_decoding.ipynb"
+    solution.parent.mkdir(parents=True)
+    solution.write_text('{"cells": "the solution"}')
+    return solution
+
+
+def test_links_and_special_files_get_an_invalid_row_that_names_them(tmp_path):
+    """A symbolic link (to a file or a folder), a hard link, a FIFO and a device are refused, each named in its
+    student's row, and nothing of that student is graded; a plain notebook beside them is collected."""
+    solution = outside_solution(tmp_path)
+    root = tmp_path / "submissions"
+    put(root, "honest.ipynb")
+    (root / "linked.ipynb").symlink_to(solution)
+    (root / "linked_folder").symlink_to(solution.parent, target_is_directory=True)
+    put(root, "hard/notebook.ipynb").unlink()
+    os.link(solution, root / "hard" / "notebook.ipynb")
+    os.mkfifo(root / "piped.ipynb")
+    put(root, "both/mine.ipynb")
+    (root / "both" / "theirs.ipynb").symlink_to(solution)
+    if os.geteuid() == 0:
+        os.mknod(root / "device.ipynb", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # a copy of /dev/null
+    found = by_name(collect(root))
+    assert found["honest"].problem == "" and found["honest"].path == root / "honest.ipynb", found["honest"]
+    expected = {"linked": "linked.ipynb is a symbolic link", "linked_folder": "linked_folder is a symbolic link",
+                "hard": "hard/notebook.ipynb is a hard link", "piped": "piped.ipynb is a FIFO",
+                "both": "both/theirs.ipynb is a symbolic link"}
+    if os.geteuid() == 0:
+        expected["device"] = "device.ipynb is a device"
+    for name, words in expected.items():
+        assert words in found[name].problem and "hand in the notebook itself" in found[name].problem, \
+            f"{name}'s row names the entry and says what to do: {found[name].problem!r}"
+    assert found["both"].superseded == ["both/mine.ipynb"], f"both's own notebook is named, not graded: {found['both']}"
+    graded = grading.grade(tmp_path / "nbgrader", found["linked"], setup=None)
+    assert graded.status == "invalid" and "symbolic link" in graded.message, \
+        f"a refused entry's row is invalid and grading reads nothing of it: {graded}"
+
+
+def tar_entry(tar: tarfile.TarFile, name: str, kind: bytes = tarfile.REGTYPE, link: str = "", data: bytes = b"{}"):
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mtime = kind, link, 1_800_000_000
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+
+@pytest.mark.parametrize("suffix,mode", [(".tar", "w"), (".tar.gz", "w:gz"), (".tgz", "w:gz")])
+def test_a_tar_is_unpacked_without_links_devices_or_paths_outside(tmp_path, suffix, mode):
+    archive = tmp_path / f"class{suffix}"
+    with tarfile.open(archive, mode) as tar:
+        tar_entry(tar, "class/alice.ipynb")
+        tar_entry(tar, "class/bob.ipynb", tarfile.SYMTYPE, "/root/solutions/speculative_decoding.ipynb")
+        tar_entry(tar, "class/carl/notebook.ipynb", tarfile.LNKTYPE, "/etc/passwd")
+        tar_entry(tar, "class/dan.ipynb", tarfile.FIFOTYPE)
+        tar_entry(tar, "class/eve.ipynb", tarfile.CHRTYPE)
+        tar_entry(tar, "class/../../fay.ipynb")
+        tar_entry(tar, "/tmp/gus.ipynb")
+        tar_entry(tar, "class/" + "h" * 300 + ".ipynb")
+    unpacked = tmp_path / "unpacked"
+    found = by_name(collect(archive, unpack_dir=unpacked))
+    assert found["alice"].problem == "" and found["alice"].submitted_at.startswith("2027-01-15"), \
+        f"a plain entry is collected with its time: {found['alice']}"
+    for name, words in {"bob": "symbolic link", "carl": "hard link", "dan": "FIFO", "eve": "device",
+                        "fay": "leads outside", "gus": "absolute name", "h" * 300: "longer than"}.items():
+        assert words in found[name].problem, f"{name}'s row names what its entry is: {found[name].problem!r}"
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    assert written == [archive.name, "unpacked", "unpacked/class", "unpacked/class/alice.ipynb"], \
+        f"only the plain entry is written, and only inside the unpack folder: {written}"
+    assert not Path("/tmp/gus.ipynb").exists(), "an absolute entry is never written where it names"
+
+
+def test_a_zip_link_entry_is_refused(tmp_path):
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("ana.ipynb", "{}")
+        link = zipfile.ZipInfo("ben.ipynb")
+        link.create_system, link.external_attr = 3, (stat.S_IFLNK | 0o777) << 16  # as `zip --symlinks` writes one
+        zipped.writestr(link, "/root/solutions/speculative_decoding.ipynb")
+    found = by_name(collect(archive, unpack_dir=tmp_path / "unpacked"))
+    assert found["ana"].problem == "" and "ben.ipynb is a symbolic link" in found["ben"].problem, found
+    assert not (tmp_path / "unpacked" / "ben.ipynb").exists(), "a link entry is not written, not even as a file"
+
+
+@pytest.mark.parametrize("entries,words", [
+    ({f"s{i}.ipynb": b"{}" for i in range(6)}, "more than 5 entries"),
+    ({"big.ipynb": bytes(2 << 20)}, "more than 1 MB of files"),  # 2 MB of zeros: a few KB compressed
+])
+def test_an_archive_past_its_limits_is_one_row_and_nothing_is_unpacked(tmp_path, entries, words):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for name, data in entries.items():
+            zipped.writestr(name, data)
+    found = collect(archive, roster=["s0"], unpack_dir=tmp_path / "unpacked",
+                    archive_limits=ArchiveLimits(megabytes=1, files=5))
+    assert [(s.name, s.path) for s in found] == [("bomb", archive)] and words in found[0].problem, \
+        f"one row, the archive's, saying why: {found}"
+    assert not (tmp_path / "unpacked").exists(), "nothing of a refused archive is written"
+
+
+def test_archive_limits_come_from_the_course_config(tmp_path):
+    assert course_setup.archive_limits(REPO / "autograder") == ArchiveLimits(4096, 10000), \
+        "autograder/config.toml states 4096 MB and 10000 entries"
+    (tmp_path / "config.toml").write_text("[limits]\narchive_mb = 7\narchive_files = 3\n")
+    assert course_setup.archive_limits(tmp_path) == ArchiveLimits(7, 3), "[limits] archive_mb and archive_files"
+
+
+def test_ids_that_differ_only_in_case_or_normalisation_are_two_students(tmp_path):
+    """Bob and bob, and Émilie written composed and decomposed, are four rows with four ids, never merged; a roster
+    matches each exactly, and regardless of case only where no other id is the same but for case."""
+    composed, decomposed = unicodedata.normalize("NFC", "Émilie"), unicodedata.normalize("NFD", "Émilie")
+    for name in ("Bob", "bob", composed, decomposed, "Carol"):
+        put(tmp_path, f"{name}.ipynb")
+    found = collect(tmp_path, roster=["Bob", "bob", "BOB", composed, "carol"])
+    names = {s.name: s for s in found}
+    assert {composed, decomposed, "Bob", "bob", "Carol", "BOB"} == set(names) and len(found) == 6, \
+        f"five rows for five files and a missing one for BOB: {[s.name for s in found]}"
+    ids = [s.student for s in found]
+    assert len({i.casefold() for i in ids}) == len(ids), f"no two ids meet, even without case: {ids}"
+    assert names["Bob"].on_roster and names["bob"].on_roster and names[composed].on_roster, \
+        "an id on the roster as it is spelled is matched"
+    assert names["Carol"].on_roster, "carol on the roster is Carol: no other id differs from it only in case"
+    assert names[decomposed].on_roster is False, "the decomposed Émilie is not the roster's composed one"
+    assert names["BOB"].path is None and names["BOB"].problem == "no submission", \
+        f"BOB could be Bob or bob, so it matches neither: {names['BOB']}"
+
+
+@given(st.lists(st.sampled_from(["Bob", "bob", "BOB", "Émilie", unicodedata.normalize("NFD", "Émilie"), "ÉMILIE",
+                                 "ann", "Ann", "zoe"]), max_size=6),
+       st.lists(st.sampled_from(["Bob", "bob", "BOB", "Émilie", "émilie", "ann", "zed"]), max_size=6))
+def test_matching_ids_never_merges_two(wanted, have):
+    matched = match_ids(wanted, have)
+    assert all(id_key(w) == id_key(h) for w, h in matched.items()), f"only ids the same but for case: {matched}"
+    assert len(set(matched.values())) == len(matched), f"no two ids matched to one: {matched}"
+    assert all(matched[w] == w for w in set(wanted) & set(have)), f"an id present on both sides is itself: {matched}"

@@ -47,3 +47,17 @@ def test_canvas_template_without_one_assignment_column_asks_for_it(tmp_path):
         export.fill_canvas(template, [grade("ann01", 1)], tmp_path / "out.csv")
     export.fill_canvas(template, [grade("ann01", 1)], tmp_path / "out.csv", column="Homework 2")
     assert list(csv.reader((tmp_path / "out.csv").open()))[1][4] == "1", "--column names the column to fill"
+
+
+def test_ids_that_differ_only_in_case_are_two_students_in_the_canvas_export(tmp_path):
+    """Bob and bob are two rows of the template and two grades, each filled with its own; BOB, the same as both
+    but for case, gets neither; ann01 matches ANN01, the only id the same but for case."""
+    template = tmp_path / "canvas.csv"
+    template.write_text("Student,ID,SIS User ID,Speculative Decoding (4242)\n"
+                        "Bob Big,1,Bob,\nbob small,2,bob,\nBOB Loud,3,BOB,\nAnn,4,ANN01,\n")
+    out = tmp_path / "filled.csv"
+    unlisted = export.fill_canvas(template, [grade("Bob", 90), grade("bob", 10), grade("ann01", 50)], out)
+    filled = {r[2]: r[3] for r in list(csv.reader(out.open()))[1:]}
+    assert filled == {"Bob": "90", "bob": "10", "BOB": "", "ANN01": "50"}, \
+        f"each id gets its own total, none merged into another: {filled}"
+    assert unlisted == [], f"every grade found its row: {unlisted}"

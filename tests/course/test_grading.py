@@ -5,8 +5,10 @@ Example run: python -m pytest tests/course/test_grading.py -q
 """
 
 import csv
+import os
 import sqlite3
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -15,6 +17,7 @@ from specdec_course import course_setup, export, gradebook, grading, notebook_ru
 from specdec_course import nbgrader_setup as course_nbgrader
 from specdec_course.collect import Submission, collect
 from specdec_course.publish import Deadline
+from specdec_course.regular_files import RefusedEntry, write_below
 
 from conftest import REPO, SOLUTION
 from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, solved
@@ -28,6 +31,42 @@ def test_unreadable_files_are_invalid_with_what_to_do(tmp_path, content, why):
     with pytest.raises(notebook_run.InvalidSubmission, match=why) as info:
         notebook_run.read_submission(path)
     assert "re-download" in str(info.value), f"the message must say what to do; got {info.value}"
+
+
+def test_a_notebook_is_read_following_no_link(tmp_path):
+    """read_submission opens every folder below the root and the file itself without following a link: a linked
+    notebook, a notebook in a linked folder and a second hard link of a file are refused, and say what to do."""
+    solution = tmp_path / "solutions" / "speculative_decoding.ipynb"
+    solution.parent.mkdir()
+    nbformat.write(solved(), solution)
+    root = tmp_path / "submissions"
+    (root / "bob").mkdir(parents=True)
+    (root / "bob" / "nb.ipynb").symlink_to(solution)
+    (root / "folder").symlink_to(solution.parent, target_is_directory=True)
+    os.link(solution, root / "hard.ipynb")
+    for path, words in ((root / "bob" / "nb.ipynb", "bob/nb.ipynb is a symbolic link"),
+                        (root / "folder" / solution.name, "folder is a symbolic link"),
+                        (root / "hard.ipynb", "hard.ipynb is a hard link")):
+        with pytest.raises(notebook_run.InvalidSubmission, match=words) as info:
+            notebook_run.read_submission(path, root)
+        assert "hand in the notebook itself" in str(info.value), f"the message says what to do: {info.value}"
+    with pytest.raises(notebook_run.InvalidSubmission, match="symbolic link"):
+        notebook_run.read_submission(root / "bob" / "nb.ipynb")  # by default the file's own folder is the root
+
+
+def test_the_graders_copy_replaces_a_link_and_never_writes_through_it(tmp_path):
+    """The copy nbgrader reads (course/submitted/<student>/...): a link planted there is replaced, its target kept."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept")
+    target = tmp_path / "course" / "submitted" / "amy" / "speculative_decoding" / "speculative_decoding.ipynb"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(victim)
+    write_below(tmp_path / "course", target.relative_to(tmp_path / "course"), b"{}")
+    assert victim.read_text() == "kept" and not target.is_symlink() and target.read_bytes() == b"{}", \
+        "the link is replaced by a regular file and its target is untouched"
+    (tmp_path / "course" / "submitted" / "eve").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(RefusedEntry, match="submitted/eve is a symbolic link"):
+        write_below(tmp_path / "course", Path("submitted/eve/x.ipynb"), b"{}")
 
 
 def test_old_format_is_converted_and_missing_metadata_noted(tmp_path):

@@ -4,6 +4,7 @@ outlives it. Needs root and bubblewrap (CI installs it); elsewhere these tests s
 Example run: python -m pytest tests/course/test_sandbox.py -q
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from conftest import REPO
 
 requires_bwrap = pytest.mark.skipif(sandbox.detect() != "bwrap" and not os.environ.get("CI"),
                                     reason=f"no bubblewrap sandbox on this machine: {sandbox.why_not()}")
+requires_root = pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"),
+                                   reason="a sandbox's own uid needs root")
 
 
 @pytest.fixture
@@ -62,6 +65,7 @@ for path in {[os.path.join(sys.prefix, "evil.py"), str(REPO / "evil.txt")]!r}:
     except OSError as e:
         print("refused", path, e.errno)
 open(os.path.join(os.environ["HOME"], "mine.txt"), "w").write("ok")
+print("home", open(os.path.join(os.environ["HOME"], "mine.txt")).read())
 print("uid", os.getuid())
 try:
     socket.create_connection(("127.0.0.1", 22), timeout=2)
@@ -73,9 +77,104 @@ except OSError:
     # The repository is not there: a write to its path lands in the sandbox's own /tmp or fails, never in it.
     assert f"wrote {sys.prefix}" not in out, f"the sandbox wrote into the Python environment:\n{out}"
     assert not (REPO / "evil.txt").exists(), f"the sandbox wrote into the repository:\n{out}"
-    assert (box.home / "mine.txt").read_text() == "ok", "its own folder is writable"
+    assert "home ok" in out and not (box.home / "mine.txt").exists(), \
+        f"its own folder is writable, in its own space (not the grader's folder on disk):\n{out}"
     assert f"uid {box.uid}" in out and box.uid != 0, f"it runs as its own unprivileged uid:\n{out}"
     assert "no network" in out, f"the sandbox reached the network:\n{out}"
+
+
+SPACE_PROBE = """
+import os, sys
+home = os.environ["HOME"]
+def attempt(what, act):
+    try:
+        act()
+        print(what, "written", flush=True)
+    except OSError as e:
+        print(what, "refused", e.errno, flush=True)
+def fill(path, megabytes):
+    with open(path, "wb") as f:
+        for _ in range(megabytes):
+            f.write(bytes(1 << 20))
+attempt("bytes", lambda: fill(os.path.join(home, "big"), 64))
+attempt("tmp", lambda: fill("/tmp/big", 64))
+os.remove(os.path.join(home, "big"))
+os.remove("/tmp/big")
+attempt("files", lambda: [open(os.path.join(home, f"f{i}"), "w").close() for i in range(500)])
+attempt("runtime", lambda: fill(os.path.join(sys.argv[1], "big"), 64))
+print("seeded", open(os.path.join(home, "notebook.ipynb")).read())
+"""
+
+
+def disk_tree(folder: Path) -> dict[str, int]:
+    """Size of each file under `folder` on its disk (not in a memory file system mounted there)."""
+    disk = folder.stat().st_dev
+    return {str(p.relative_to(folder)): p.lstat().st_size for p in folder.rglob("*") if p.lstat().st_dev == disk}
+
+
+@requires_bwrap
+def test_a_sandbox_writes_within_its_space_and_never_on_the_graders_disk(tmp_path):
+    """Its scratch folder and /tmp share one tmpfs of a byte and a file cap, the kernel's runtime folder a small one:
+    a write past either cap fails in the sandbox's own code (ENOSPC), which goes on, and the grader's disk holds only
+    what the grader put there (the seeded submission)."""
+    (tmp_path / "notebook.ipynb").write_text("the submission")
+    box = Sandbox("test-space", "bwrap", Limits(scratch_mb=8, scratch_files=100))
+    try:
+        box.seed(tmp_path)
+        before, free = disk_tree(box.root), os.statvfs(box.root).f_bavail * os.statvfs(box.root).f_frsize
+        out = box.run([sys.executable, "-I", "-c", SPACE_PROBE, str(box.runtime)], timeout=60)
+        written = free - os.statvfs(box.root).f_bavail * os.statvfs(box.root).f_frsize
+        after = disk_tree(box.root)
+    finally:
+        box.close()
+    assert out.returncode == 0, f"the probe ran to its end:\n{out.stdout}\n{out.stderr}"
+    for what in ("bytes", "tmp", "files", "runtime"):
+        assert f"{what} refused 28" in out.stdout, f"{what}: a write past the cap is refused (ENOSPC):\n{out.stdout}"
+    assert "seeded the submission" in out.stdout, f"the scratch folder starts as the submission:\n{out.stdout}"
+    assert after == before, f"nothing the sandbox wrote is in its folder on the grader's disk: {after} != {before}"
+    assert written < 32 << 20, f"the disk lost {written >> 20} MB while the sandbox tried to write 3 x 64 MB"
+
+
+@pytest.mark.slow
+@requires_bwrap
+def test_a_notebook_that_fills_its_space_fails_in_its_own_cells(tmp_path, monkeypatch):
+    """A kernel in its sandbox, as grading runs it: the cell that writes past the byte cap and the one that makes files
+    past the file cap fail with ENOSPC, the next cell runs, the grader's disk is untouched, and the row's note
+    names both cells."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from specdec_course.kernel_box import SANDBOX_ENV, SandboxedKernelManager
+    from specdec_course.notebook_run import space_notes
+
+    limits = Limits(memory_mb=2048, extra_memory_mb=1024, scratch_mb=16, scratch_files=200)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in (
+        "open('big', 'wb').write(bytes(64 << 20))",
+        "import os\nos.remove('big')\nfor i in range(1000):\n    open(f'f{i}', 'w').close()",
+        "print('the next cell ran')")])
+    box = Sandbox("test-kernel-space", "bwrap", limits)
+    try:
+        before = disk_tree(box.root)
+        monkeypatch.setenv(SANDBOX_ENV, box.describe())
+        NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
+                       kernel_manager_class=SandboxedKernelManager).execute()
+        after = disk_tree(box.root)
+    finally:
+        box.close()
+    errors = [[o.get("evalue", "") for o in cell.outputs if o.output_type == "error"] for cell in notebook.cells]
+    assert all(e and e[0].startswith("[Errno 28]") for e in errors[:2]), f"both cells fail with ENOSPC: {errors}"
+    assert notebook.cells[2].outputs[0].get("text") == "the next cell ran\n", notebook.cells[2].outputs
+    assert after == before, f"nothing of it is on the grader's disk: {after} != {before}"
+    [note] = space_notes(notebook, limits)
+    assert "ran out of its sandbox's space in cell 0, cell 1" in note and "16 MB in 200 files" in note, note
+
+
+def test_the_space_caps_are_the_courses():
+    from specdec_course import verdict
+
+    limits = verdict.load_plan(REPO / "autograder").limits()
+    assert (limits.scratch_mb, limits.scratch_files) == (512, 10000), \
+        f"[limits] scratch_mb and scratch_files of autograder/config.toml reach each sandbox: {limits}"
 
 
 @requires_bwrap
@@ -155,3 +254,77 @@ for name in ("config.json", "model.safetensors"):
         shutil.rmtree(root, ignore_errors=True)
     assert "read model.safetensors" in seen[True] and "read config.json" in seen[True], seen[True]
     assert "refused model.safetensors" in seen[False] and "read config.json" in seen[False], seen[False]
+
+
+GRADER = """
+import json, shutil, sys, time
+from specdec_course.sandbox import Limits, Sandbox, _kill_uid, _pids_of_uid
+boxes = [Sandbox(f"grader-{i}", "user", Limits()) for i in range(int(sys.argv[1]))]
+sleepers = [box.popen([shutil.which("sleep"), "120"]) for box in boxes]  # a program any uid may run
+while not all(p.pid in _pids_of_uid(box.uid) for box, p in zip(boxes, sleepers)):  # each has dropped to its uid
+    time.sleep(0.02)
+print(json.dumps({"uids": [box.uid for box in boxes], "pids": [p.pid for p in sleepers]}), flush=True)
+for line in sys.stdin:
+    if line.strip() == "kill":  # the cleanup where no cgroup is writable (a container): kill(-1) as each uid
+        for box in boxes:
+            _kill_uid(box.uid)
+        print("killed", flush=True)
+    else:
+        break
+for box in boxes:
+    box.close()
+"""
+
+
+def grader(boxes: int) -> subprocess.Popen:
+    """Another grading process on this machine, opening `boxes` sandboxes (each running a sleeper) at once."""
+    return subprocess.Popen([sys.executable, "-c", GRADER, str(boxes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def alive(pid: int) -> bool:
+    return pid in {int(p) for p in os.listdir("/proc") if p.isdigit()} and sandbox._alive(pid)
+
+
+@requires_root
+def test_two_graders_at_once_share_no_uid_and_one_cleanup_spares_the_other():
+    """Two graders open sandboxes at the same moment: no uid is in both, and one grader's cleanup by uid (kill(-1)
+    as each of its uids, as a student may run it too) kills its own sandboxes' processes and none of the other's."""
+    first, second = grader(8), grader(8)
+    try:
+        opened = [json.loads(g.stdout.readline()) for g in (first, second)]
+        shared = set(opened[0]["uids"]) & set(opened[1]["uids"])
+        assert not shared and all(len(set(o["uids"])) == 8 for o in opened), f"uids in both graders: {opened}"
+        first.stdin.write("kill\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "killed", "the first grader's cleanup ran"
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in opened[0]["pids"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in opened[0]["pids"]), "the first grader's cleanup kills its own sleepers"
+        spared = [pid for pid in opened[1]["pids"] if alive(pid)]
+        assert spared == opened[1]["pids"], f"the other grader's sandboxes live on: {spared} of {opened[1]['pids']}"
+    finally:
+        for g in (first, second):
+            g.communicate("close\n", timeout=60)
+
+
+@requires_root
+def test_a_crashed_graders_uids_are_freed_and_its_leftovers_killed():
+    """A grader killed outright frees its uid with its lock; the next sandbox to take that uid first kills what the
+    dead grader's sandbox left running (without namespaces nothing else would)."""
+    crashed = grader(1)
+    opened = json.loads(crashed.stdout.readline())
+    [uid], [sleeper] = opened["uids"], opened["pids"]
+    crashed.kill()
+    crashed.wait()
+    assert alive(sleeper), "without namespaces, a sandbox's process outlives its grader"
+    boxes = []
+    try:
+        while not boxes or boxes[-1].uid != uid:
+            assert len(boxes) < 16, f"uid {uid} stays held after its grader died: {[b.uid for b in boxes]}"
+            boxes.append(Sandbox("after-crash", "user", Limits()))
+        assert not alive(sleeper), f"what the dead grader left with uid {uid} is killed when the uid is taken again"
+    finally:
+        for box in boxes:
+            box.close()

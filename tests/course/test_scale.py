@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from specdec_course import sandbox
+from specdec_course import sandbox, uids
 from specdec_course.catalogue import load_catalogue
 from specdec_course.cli import main
 from specdec_course.gradescope import build_bundle
@@ -28,7 +28,6 @@ from corpora import blank, solved
 
 pytestmark = pytest.mark.slow
 BUG = next(e for e in load_catalogue(REPO / "autograder") if e.name == "off_by_one_late")
-FIRST_UID = int(os.environ.get(sandbox.UID_ENV, "64000"))
 
 
 def gradescope_env(root: Path) -> dict:
@@ -74,7 +73,7 @@ def gradescope_run(root: Path, sid: str, write) -> tuple[Path, dict]:
     done = subprocess.run([str(root / "source" / "run_autograder")], env=gradescope_env(root), capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, f"run_autograder exits 0 for {sid}: {done.stderr[-2000:]}"
-    left = [pid for uid in range(FIRST_UID, FIRST_UID + sandbox.UIDS) for pid in sandbox._pids_of_uid(uid)]
+    left = [pid for uid in uids.uid_range() for pid in sandbox._pids_of_uid(uid)]
     assert not left, f"every process of the sandbox's user is gone once results.json is written: {left}"
     kept = root / "graded" / sid
     kept.parent.mkdir(exist_ok=True)

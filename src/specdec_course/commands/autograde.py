@@ -15,8 +15,8 @@ def register(commands) -> None:
                          "specdec-course autograde downloads/ --out graded --roster roster.txt --jobs 2",
                          [options.solution, options.autograder, options.timeout, options.id_regex, options.roster,
                           options.roster_column, options.jobs, options.no_sandbox])
-    parser.add_argument("submissions", help="a folder (or a zip) of <student>.ipynb files, one folder per student, "
-                        "or nbgrader's submitted/ tree")
+    parser.add_argument("submissions", help="a folder (or a zip or tar) of <student>.ipynb files, one folder per "
+                        "student, or nbgrader's submitted/ tree")
     parser.add_argument("--out", default="graded", help="output directory; a second run merges into its "
                         "grades.csv")
     parser.add_argument("--student", nargs="+", help="grade only these students; every other row of "
@@ -35,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
     options.check_grading(args)
     out = Path(args.out).resolve()
     roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
-    submissions = collect(Path(args.submissions), args.id_regex, roster, unpack_dir=out / "unpacked")
+    submissions = collect(Path(args.submissions), args.id_regex, roster, unpack_dir=out / "unpacked",
+                          archive_limits=course_setup.archive_limits(Path(args.autograder)))
     if not submissions:
         raise ValueError(f"no notebooks under {args.submissions}: expected <student>.ipynb files, one folder per "
-                         "student, or nbgrader's submitted/<student>/speculative_decoding/ (or a zip of these)")
+                         "student, or nbgrader's submitted/<student>/speculative_decoding/ (or a zip or tar of these)")
     if args.student:
         submissions = _only(submissions, args.student)
     setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
