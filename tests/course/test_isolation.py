@@ -19,12 +19,14 @@ from specdec_kit.adapters import cells_to_consider
 from corpora import long_docstrings
 
 EIGHT_MB = 8 << 20
+CHILDREN = pytest.mark.slow  # a grading child's host imports torch and transformers: seconds each
 
 
 def child_with(cells: list[tuple[str, str]], models: ModelServer | None = None) -> Child:
     return Child(Host(None), cells, threads=settings.test_threads(), models=models)
 
 
+@CHILDREN
 def test_a_child_takes_definitions_of_eight_megabytes_whole():
     """A start message far past what one read of a stream socket returns (36 KB cut the course's one real student
     solution short) arrives whole: the child defines the class after 8 MB of docstring."""
@@ -40,6 +42,7 @@ def test_a_child_takes_definitions_of_eight_megabytes_whole():
         child.host.close()
 
 
+@CHILDREN
 def test_the_solution_with_a_hundred_kilobytes_of_docstrings_passes_from_a_child():
     """The corpus's long_docstrings (100 KB of docstrings and comments) loads and answers as the solution does."""
     from specdec_kit import checks
@@ -53,6 +56,7 @@ def test_the_solution_with_a_hundred_kilobytes_of_docstrings_passes_from_a_child
         child.host.close()
 
 
+@CHILDREN
 def test_a_hidden_request_names_what_the_grader_called_not_what_the_child_said():
     """A child that announces a call of its own making (here: a hidden prompt's text) and hangs is named by the method
     the grader asked for."""
@@ -112,6 +116,7 @@ def test_a_grader_failure_is_an_error_row_that_says_how_to_grade_again(tmp_path)
     assert not row.is_grader_failure("error", "the notebook's own run could not start")
 
 
+@CHILDREN
 def test_each_event_a_child_sends_is_one_message():
     """The child's events are framed (a length before each): a json object of several megabytes is read whole."""
     big = "class Talker:\n    def __init__(self, *args, **kwargs):\n        raise ValueError('x' * (4 << 20))\n"

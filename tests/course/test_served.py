@@ -118,6 +118,7 @@ def test_a_request_stops_at_the_deadline_of_the_check_that_asked():
         server.serve(forward, lambda message: None, deadline=time.monotonic() - 1)
 
 
+@pytest.mark.slow
 def test_no_job_waits_on_another_jobs_request():
     """Each grading job (thread) runs its own copy of the models: a forward of one job runs while another job's
     largest generate is in flight, instead of waiting for it."""
