@@ -7,6 +7,7 @@ Example run: python -m pytest tests/course/test_verdict.py -q
 
 import dataclasses
 import functools
+from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
@@ -16,6 +17,7 @@ from specdec_kit import checks, settings
 
 from conftest import REPO
 from corpora import (
+    HOG,
     SPECULATIVE_DECODE,
     blank,
     edited,
@@ -237,3 +239,28 @@ def test_a_stall_costs_its_own_budget_and_names_where(plan):
     unjudged = [t for t, r in judged.tests.items() if r.message.startswith("not judged")]
     assert unjudged, f"the tests after the budget ran out are not judged; got {lost(judged)}"
     assert seconds < short.verdict_seconds + 60, f"the budget bounds the verdict: it took {seconds:.0f} s"
+
+
+@pytest.mark.slow
+def test_a_submissions_largest_requests_cost_nobody_else(plan):
+    """Two jobs at once, as `--jobs 2` grades them (one torch thread each): beside a submission that sends the largest
+    model requests the caps allow, a correct one gets the same verdict in at most 1.5x the seconds it takes alone.
+    Each request stops at its check's deadline, on its job's own copy of the models."""
+    order = ("test_eos_and_budget", "test_exact", "test_counts")  # the hog's requests start with the first check
+    short = dataclasses.replace(plan, tests={test: plan.tests[test] for test in order})
+    one = functools.partial(verdict.judge, plan=short, threads=1)
+
+    def seconds(judged: verdict.Verdict) -> float:
+        return sum(result.seconds for result in judged.tests.values())
+
+    alone = one(solved())
+    with ThreadPoolExecutor(2) as pool:
+        hog = pool.submit(one, edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG))
+        beside = pool.submit(one, solved()).result()
+        hogged = hog.result()
+    assert lost(alone) == lost(beside) == set(), {t: r.message for t, r in beside.tests.items() if not r.passed}
+    assert seconds(beside) <= 1.5 * seconds(alone), f"alone {seconds(alone):.1f} s, beside {seconds(beside):.1f} s"
+    assert lost(hogged) == {"test_eos_and_budget"}, {t: r.message for t, r in hogged.tests.items() if not r.passed}
+    assert f"did not return within {FAST_CHECK_SECONDS} s" in hogged.tests["test_eos_and_budget"].message
+    print(f"\nlargest requests beside a correct submission: {seconds(alone):.1f} s alone, {seconds(beside):.1f} s "
+          f"beside ({seconds(beside) / seconds(alone):.2f}x)")
