@@ -1,11 +1,12 @@
 """Known student bugs and correct variants, for `specdec-course selftest`.
 
 Each entry is the reference solution with `edits` (exact (old, new) replacements, each found once in the
-solution's code) and `fails`, the graded tests it must lose points on; every other auto-graded test
-must give full marks. `message` is text of the check's verdict that the student's feedback page must
+solution's code), its `kind` (a student's `bug`, or a `variant`: correct code written differently, which loses
+only what its description says it gives up) and `fails`, the graded tests it must lose points on; every other
+auto-graded test must give full marks. `specdec-course catalogue --losses NAME` prints which tests an entry loses
+before its `fails` is written. `message` is text of the check's verdict that the student's feedback page must
 show. `unsure` (optional) lists timed tests whose outcome is too close to the threshold to expect
-either way; the selftest does not judge them. Bugs come from the course's three student reports;
-variants are correct code written differently from the reference, which no test may fail.
+either way; the selftest does not judge them. Bugs come from the course's three student reports.
 
 test_speedup: decoders with working caches measure well above the bar of 0.75x HF assisted generation
 (autograder/config.toml) and those that re-encode the prefix or keep no cache well below it, as the
@@ -25,6 +26,7 @@ CATALOGUE = [
     # --- bugs -------------------------------------------------------------------------------------
     {
         "name": "off_by_one_late",
+        "kind": "bug",
         "description": "draft i compared with the logit at position L+i instead of L-1+i",
         "edits": [(UNCACHED_VERIFY,
                    "        return accept_drafts(logits[:, input_ids.shape[1]:, :], draft_tokens)\n")],
@@ -34,6 +36,7 @@ CATALOGUE = [
     },
     {
         "name": "off_by_one_early",
+        "kind": "bug",
         "description": "draft i compared with the logit at position L-2+i",
         "edits": [(UNCACHED_VERIFY,
                    "        return accept_drafts(logits[:, input_ids.shape[1] - 2:, :], draft_tokens)\n")],
@@ -43,6 +46,7 @@ CATALOGUE = [
     },
     {
         "name": "no_bonus_token",
+        "kind": "bug",
         "description": "after a full acceptance no bonus token is added",
         "edits": [("    return draft_tokens[:, :n_accepted], n_accepted, predicted[:, n_accepted:n_accepted + 1]\n",
                    "    bonus_or_correction = predicted[:, n_accepted:n_accepted + 1] if n_accepted < k or k == 0 "
@@ -54,6 +58,7 @@ CATALOGUE = [
     },
     {
         "name": "no_bonus_token_in_loop",
+        "kind": "bug",
         "description": "the loop appends the target's token only after a rejection, so a round with no room "
                        "for drafts adds nothing and the decode never ends",
         "edits": [("            round_tokens = torch.cat([accepted_tokens, next_token], dim=1)\n",
@@ -66,6 +71,7 @@ CATALOGUE = [
     },
     {
         "name": "accepted_past_eos",
+        "kind": "bug",
         "description": "accepted counts every accepted draft, also those cut off after an EOS among them",
         "edits": [("            accepted.append(min(n_accepted, len(emitted)))\n",
                    "            accepted.append(n_accepted)\n")],
@@ -74,6 +80,7 @@ CATALOGUE = [
     },
     {
         "name": "no_room_round_uncounted",
+        "kind": "bug",
         "description": "a round with no room for drafts is not counted as a round",
         "edits": [("            proposed.append(draft_tokens.shape[1])  # k, or fewer where a subclass drafts fewer\n"
                    "            accepted.append(min(n_accepted, len(emitted)))\n",
@@ -84,6 +91,7 @@ CATALOGUE = [
     },
     {
         "name": "tokens_after_eos",
+        "kind": "bug",
         "description": "tokens after an EOS inside the accepted draft are kept",
         "edits": [("            return tokens[:i + 1]\n", "            return tokens\n")],
         "fails": ["test_eos_and_budget"],
@@ -91,6 +99,7 @@ CATALOGUE = [
     },
     {
         "name": "budget_overrun",
+        "kind": "bug",
         "description": "always k drafts, so the last round overruns max_tokens",
         "edits": [("            k = min(num_speculative_tokens, max_tokens - len(new_tokens) - 1)\n",
                    "            k = num_speculative_tokens\n")],
@@ -100,6 +109,7 @@ CATALOGUE = [
     },
     {
         "name": "eos_anywhere",
+        "kind": "bug",
         "description": "stops when EOS appears anywhere in input_ids, so a prompt holding EOS stops at once",
         "edits": [("            if emitted[-1] in eos_ids:\n",
                    "            if any(token in eos_ids for token in input_ids[0].tolist()):\n")],
@@ -108,6 +118,7 @@ CATALOGUE = [
     },
     {
         "name": "sampled_draft",
+        "kind": "bug",
         "description": "the draft samples from its distribution while verification is greedy",
         "edits": [(DRAFT_ARGMAX,
                    "            next_token = torch.multinomial(logits[:, -1, :].float().softmax(dim=-1), 1)\n")],
@@ -116,6 +127,7 @@ CATALOGUE = [
     },
     {
         "name": "bonus_counted_as_accepted",
+        "kind": "bug",
         "description": "the target's own token is counted among the accepted drafts",
         "edits": [("            accepted.append(min(n_accepted, len(emitted)))\n",
                    "            accepted.append(len(emitted))\n")],
@@ -125,6 +137,7 @@ CATALOGUE = [
     {
         # from_pretrained already returns a model in eval mode, so only an explicit train() breaks this.
         "name": "train_mode",
+        "kind": "bug",
         "description": "models put in training mode (dropout on)",
         "edits": [("        return model.to(self.device).eval(), tokenizer\n",
                    "        return model.to(self.device).train(), tokenizer\n")],
@@ -133,6 +146,7 @@ CATALOGUE = [
     },
     {
         "name": "no_pad_token",
+        "kind": "bug",
         "description": "no pad token set for a tokenizer that has none (Pythia, GPT-2, the zoo)",
         "edits": [("            tokenizer.pad_token = tokenizer.eos_token\n", "            pass\n")],
         "fails": ["test_loading"],
@@ -140,6 +154,7 @@ CATALOGUE = [
     },
     {
         "name": "cache_not_cropped",
+        "kind": "bug",
         "description": "the KV caches keep rejected drafts",
         "edits": [(ROLLBACK_CROP,
                    "                pass  # the caches keep everything\n"),
@@ -152,6 +167,7 @@ CATALOGUE = [
     },
     {
         "name": "cache_of_another_text",
+        "kind": "bug",
         "description": "cached_prefix uses whatever cache there is, without checking that it holds a prefix of "
                        "input_ids",
         "edits": [("        if cache is None or common_prefix_length(held, input_ids) < held.shape[1]:\n",
@@ -161,6 +177,7 @@ CATALOGUE = [
     },
     {
         "name": "rollback_skipped",
+        "kind": "bug",
         "description": "nothing is rolled back after a rejection, so the next round finds no usable cache",
         "edits": [(ROLLBACK_CROP,
                    "                pass  # nothing rolled back\n")],
@@ -170,6 +187,7 @@ CATALOGUE = [
     },
     {
         "name": "prefix_reencoded",
+        "kind": "bug",
         "description": "the cached class throws its caches away and re-encodes the prefix every round",
         "edits": [("        return cache, held.shape[1]\n", "        return None, 0\n")],
         "fails": ["test_cache_use", "test_speedup", "test_sampling", "test_adaptive"],
@@ -177,6 +195,7 @@ CATALOGUE = [
     },
     {
         "name": "extra_target_forward",
+        "kind": "bug",
         "description": "on a rejection the correction comes from a second target forward",
         "edits": [(UNCACHED_VERIFY,
                    "        predicted_logits = logits[:, input_ids.shape[1] - 1:, :]\n"
@@ -190,6 +209,7 @@ CATALOGUE = [
     },
     {
         "name": "target_does_all_work",
+        "kind": "bug",
         "description": "target.generate dressed up as speculation",
         "edits": [("        while len(new_tokens) < max_tokens:\n",
                    "        out = self.target_model.generate(input_ids, attention_mask=attention_mask,\n"
@@ -204,6 +224,7 @@ CATALOGUE = [
     },
     {
         "name": "draft_ignored",
+        "kind": "bug",
         "description": "the draft runs but its tokens are thrown away",
         "edits": [("        return ids[:, input_ids.shape[1]:]\n",
                    "        return torch.zeros_like(ids[:, input_ids.shape[1]:])\n")],
@@ -213,6 +234,7 @@ CATALOGUE = [
     # --- the bonus: speculative sampling ------------------------------------------------------------
     {
         "name": "sampler_verifies_greedily",
+        "kind": "bug",
         "description": "sampled drafts checked greedily: kept only where they equal the target's argmax",
         "edits": [(SAMPLED_ACCEPT, "        return accept_drafts(p, draft_tokens)\n")],
         "fails": ["test_sampling"],
@@ -220,6 +242,7 @@ CATALOGUE = [
     },
     {
         "name": "sampler_residual_forgotten",
+        "kind": "bug",
         "description": "after a rejection the target's token is sampled from p, not from the residual max(0, p - q)",
         "edits": [("        distribution = residual / residual.sum()\n", "        distribution = p[0, n_accepted]\n")],
         "fails": ["test_sampling"],
@@ -227,6 +250,7 @@ CATALOGUE = [
     },
     {
         "name": "sampler_bonus_from_draft",
+        "kind": "bug",
         "description": "after a full acceptance the bonus token is sampled from the draft's q, not the target's p",
         "edits": [("        distribution = p[0, k]\n", "        distribution = q[0, k - 1] if k else p[0, 0]\n")],
         "fails": ["test_sampling"],
@@ -234,6 +258,7 @@ CATALOGUE = [
     },
     {
         "name": "sampler_draft_cache_rebuilt",
+        "kind": "bug",
         "description": "the sampler's drafting starts a new draft cache every round instead of cropping the old one",
         "edits": [("        draft_cache, held = self.cached_prefix(\"draft\", input_ids)\n"
                    "        step_ids, tokens, rows = input_ids[:, held:], [], []\n",
@@ -245,6 +270,7 @@ CATALOGUE = [
     # --- the bonus: prompt lookup -------------------------------------------------------------------
     {
         "name": "lookup_matches_itself",
+        "kind": "bug",
         "description": "the n-gram search includes the last n tokens themselves, after which nothing follows, so "
                        "lookup never proposes a draft",
         "edits": [(LOOKUP_STARTS, "        for start in range(len(ids) - n, -1, -1):\n")],
@@ -253,6 +279,7 @@ CATALOGUE = [
     },
     {
         "name": "lookup_proposes_the_match",
+        "kind": "bug",
         "description": "lookup proposes the matched n-gram itself instead of the tokens that follow it",
         "edits": [("                return ids[start + n:start + n + k]\n",
                    "                return ids[start:start + k]\n")],
@@ -262,6 +289,7 @@ CATALOGUE = [
     # --- the bonus: adaptive k ----------------------------------------------------------------------
     {
         "name": "adaptive_no_confidence_stop",
+        "kind": "bug",
         "description": "adaptive k drafts every planned token, also after one the draft is unsure of",
         "edits": [("            if confidence.item() < self.confidence_threshold:  # a host sync: whether to go on "
                    "depends on it\n                break\n", "")],
@@ -270,6 +298,7 @@ CATALOGUE = [
     },
     {
         "name": "adaptive_counts_every_round",
+        "kind": "bug",
         "description": "adaptive k also counts the rounds after a fully accepted one, which start partway into a run",
         "edits": [("            self.counted = n_accepted < drafted\n", "            self.counted = True\n")],
         "fails": ["test_adaptive"],
@@ -277,6 +306,7 @@ CATALOGUE = [
     },
     {
         "name": "adaptive_ignores_draft_cost",
+        "kind": "bug",
         "description": "adaptive k prices a round by its target forward alone, as if drafting were free",
         "edits": [("        if tokens / costs.round_seconds(j) > best:\n"
                    "            best_k, best = j, tokens / costs.round_seconds(j)\n",
@@ -288,6 +318,7 @@ CATALOGUE = [
     # --- correct variants ---------------------------------------------------------------------------
     {
         "name": "variant_draft_with_generate",
+        "kind": "variant",
         "description": "drafting with the draft model's own generate()",
         "edits": [("        ids, mask = input_ids, attention_mask\n"
                    "        for _ in range(num_speculative_tokens):\n"
@@ -305,6 +336,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_crop_directly",
+        "kind": "variant",
         "description": "cropping with DynamicCache.crop(-n) instead of the kit's crop_to",
         "edits": [("                crop_to(cache, length)\n",
                    "                cache.crop(length - cache.get_seq_length())\n")],
@@ -312,6 +344,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_no_grad",
+        "kind": "variant",
         "description": "torch.no_grad instead of inference_mode around the loop",
         "edits": [("    @torch.inference_mode()\n    def speculative_decode(",
                    "    @torch.no_grad()\n    def speculative_decode(")],
@@ -319,6 +352,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_loop_structure",
+        "kind": "variant",
         "description": "an empty draft made inline, and EOS found with a tensor search",
         "edits": [("            if k > 0:\n"
                    "                draft_tokens = self.generate_draft_tokens(input_ids, attention_mask, k)\n"
@@ -338,6 +372,7 @@ CATALOGUE = [
         # Grading machines without a GPU run it in fp32 like the reference; on CUDA the checks still pass
         # because they build decoders on the CPU, and test_speedup times it against fp16 HF assisted.
         "name": "variant_fp16_draft",
+        "kind": "variant",
         "description": "the draft loaded in fp16 whenever CUDA is the device, whatever dtype was asked",
         "edits": [("        return self.initialize_target_model(model_name)\n",
                    "        source, kwargs = model_source(model_name)\n"
@@ -350,6 +385,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_uncached_only",
+        "kind": "variant",
         "description": "a correct decoder without caches: the cached class only inherits",
         "edits": [("        cache, cached = self.cached_prefix(\"target\", input_ids)\n",
                    "        return SpeculativeDecoder.verify_tokens_vectorized(self, input_ids, draft_tokens, "
@@ -363,6 +399,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_sampler_accept_loop",
+        "kind": "variant",
         "description": "speculative sampling's acceptance as a loop over the drafts, one uniform draw each, "
                        "p/q divided",
         "edits": [("    u = torch.rand(k, generator=generator, device=p.device)\n"
@@ -377,6 +414,7 @@ CATALOGUE = [
     },
     {
         "name": "variant_lookup_earliest_match",
+        "kind": "variant",
         "description": "prompt lookup drafting from the earliest earlier occurrence of the n-gram, as HF does",
         "edits": [(LOOKUP_STARTS,
                    "        for start in range(len(ids) - n):  # the earliest occurrence first, as HF\n")],

@@ -10,7 +10,7 @@ hidden cases' answers come from the course's oracle, computed here (the visible 
 import random
 from pathlib import Path
 
-from specdec_course.oracle import ORACLE
+from specdec_course.core.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.checks.adaptive import check_adaptive_rounds
 from specdec_kit.timing import ForwardCosts

@@ -11,6 +11,6 @@ extras=${2:-dev,notebook,instructor}
 root=$(cd "$(dirname "$0")/.." && pwd)
 python3 -m venv "$venv"
 # environment.yml's pins as a constraints file, by the function that writes the student repository's constraints.txt
-PYTHONPATH="$root/src" python3 -m specdec_course.pins "$root/environment.yml" "$venv/pins.txt"
+PYTHONPATH="$root/src" python3 -m specdec_course.core.pins "$root/environment.yml" "$venv/pins.txt"
 "$venv/bin/python" -m pip install -q torch==2.13.0
 "$venv/bin/python" -m pip install -q -c "$venv/pins.txt" -e "$root[$extras]"

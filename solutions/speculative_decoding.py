@@ -36,24 +36,23 @@
 # copies of them also run hidden cases on other prompts and models. Grading runs your classes outside
 # this notebook and keeps only the imports, functions, classes and constants of your cells: any other
 # code at the top level of a cell (a print, a tensor computed once) does not run there, so keep what your
-# methods need inside them. Points (100):
+# methods need inside them. The points:
 #
-# | part | test | points |
+# <!-- points -->
+# | part | what you write | tests (points) |
 # |---|---|---|
-# | 1. loading | `test_loading` | 6 |
-# | 1. drafting | `test_draft_tokens` | 8 |
-# | 1. verification | `test_verify_alignment`, `test_correction_and_bonus` | 10 + 8 |
-# | 1. the loop | `test_exact`, `test_eos_and_budget`, `test_counts` | 12 + 8 + 8 |
-# | 2. KV caches | `test_cached_exact`, `test_cache_use` | 8 + 12 |
-# | 2. speed | `test_speedup` | 10 |
-# | report | graded by hand | 10 |
-# | bonus: speculative sampling | `test_sampling` | +5 extra credit |
-# | bonus: prompt lookup | `test_lookup` | +3 extra credit |
-# | bonus: adaptive k | `test_adaptive` | +3 extra credit |
+# | 1. speculative decoding without caches | `SpeculativeDecoder`: loading, drafting, verification, the loop | `test_loading` (6), `test_draft_tokens` (8), `test_verify_alignment` (10), `test_correction_and_bonus` (8), `test_exact` (12), `test_eos_and_budget` (8), `test_counts` (8) |
+# | 2. KV caches | `CachedSpeculativeDecoder` | `test_cached_exact` (8), `test_cache_use` (12), `test_speedup` (10) |
+# | report | at most 400 words on the measured speedup against k, graded by hand against its rubric | 10 |
+# | bonus: speculative sampling | `SpeculativeSampler` | `test_sampling` (+5 extra credit) |
+# | bonus: prompt lookup | `PromptLookupDecoder` | `test_lookup` (+3 extra credit) |
+# | bonus: adaptive k | `AdaptiveSpeculativeDecoder` | `test_adaptive` (+3 extra credit) |
 #
-# The uncached part (60 points) and the cached part (30 points) are graded separately: a correct
-# decoder without caches loses only the cached part. The bonus parts, after the report, earn extra credit
-# on top of the 100 and cost nothing if left as they are.
+# 100 points: part 1 60, part 2 30, the report 10; extra credit up to 11 more.
+# <!-- /points -->
+#
+# The uncached part and the cached part are graded separately: a correct decoder without caches loses only the
+# cached part. The bonus parts, after the report, earn extra credit and cost nothing if left as they are.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 # Set-up (locked): on Colab, install the kit's support package at the course's pinned version.
@@ -614,7 +613,7 @@ min_ratio = hidden.SPEEDUP_MIN_RATIO
 checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "report", "locked": false, "points": 10, "schema_version": 3, "solution": true}
-# ## Report (10 points, graded by hand)
+# ## Report (graded by hand)
 #
 # In at most 400 words: the speedup and acceptance rate you measured against k (with the plot above),
 # judged against their spread, why the measured speedup falls short of Leviathan's prediction and of the
@@ -655,7 +654,7 @@ checks.check_speedup(CachedSpeculativeDecoder, min_ratio=min_ratio)
 # `speculative_decode`, whose rounds call the two methods below. Draw every random number from
 # `self.generator` (a `torch.Generator` on the model's device, or None for torch's global one).
 #
-# `test_sampling` (extra credit, 5 points on top of the 100) samples thousands of short continuations on
+# `test_sampling` (extra credit: the points table at the top) samples thousands of short continuations on
 # the kit's `sampling` pair, whose p and q are set by hand, and compares them with the target's exact
 # distribution by a chi-square test.
 
@@ -777,7 +776,7 @@ pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acce
 # `ids = [5, 6, 7, 8, 5, 6]`: `[8, 5, 6]` occurs nowhere earlier, `[5, 6]` does at index 0, so the drafts are
 # `[7, 8]`.
 #
-# `test_lookup` (extra credit, 3 points) checks the drafts on given sequences, the output against the target's
+# `test_lookup` (extra credit) checks the drafts on given sequences, the output against the target's
 # greedy output, and the rounds on the kit's `scripted` pair against what lookup drafting must achieve there.
 
 
@@ -870,7 +869,7 @@ pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_
 # (`measure_forward_costs`: a few seconds; pass `forward_costs=` to give others): on a GPU a target forward on 17
 # tokens costs about what one on 1 token does, on a CPU it does not, and that moves the best k. The class keeps
 # Part 2's loop and caches: it passes the loop `max_k` as the largest k, so each round drafts up to min(self.k,
-# the budget's room) tokens. `test_adaptive` (extra credit, 3 points) checks the drafts of every round on the
+# the budget's room) tokens. `test_adaptive` (extra credit) checks the drafts of every round on the
 # kit's `scripted` pair, where the draft is unsure after some tokens and wrong after others, with stated costs,
 # and the output against the target's greedy output.
 

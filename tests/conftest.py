@@ -8,6 +8,7 @@ import csv
 import html
 import json
 import logging
+import os
 import re
 import shutil
 import string
@@ -16,16 +17,16 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch
 
-from specdec_kit import baseline, settings, zoo
-from specdec_kit.adapters import load_decoder_classes
+from specdec_kit import settings
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTION = REPO / "solutions" / "speculative_decoding.ipynb"
 DECODER_NAMES = ["SpeculativeDecoder", "CachedSpeculativeDecoder"]
 
-torch.set_num_threads(settings.test_threads())
+# torch reads these when a test first imports it: the tests that need torch import it themselves.
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, str(settings.test_threads()))
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (CI installs it with "
@@ -99,16 +100,22 @@ def screenshot(page: Path, width: int = 1200, height: int = 3000):
 
 @pytest.fixture(scope="session")
 def solution_classes():
+    from specdec_kit.adapters import load_decoder_classes
+
     return load_decoder_classes(SOLUTION)
 
 
 @pytest.fixture(scope="session")
 def tiny_dirs():
+    from specdec_kit import zoo
+
     return tuple(str(p) for p in zoo.materialize("tiny"))
 
 
 @pytest.fixture(scope="session")
 def scripted_dirs():
+    from specdec_kit import zoo
+
     return tuple(str(p) for p in zoo.materialize("scripted"))
 
 
@@ -125,6 +132,8 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
+    from specdec_kit import baseline
+
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
     return baseline.target_greedy(decoder.target_model, ids, max_new_tokens)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_course.catalogue import Entry, make_submission
+from specdec_course.selftest.catalogue import Entry, make_submission
 
 from conftest import REPO, SOLUTION
 
@@ -551,7 +551,7 @@ def hard_coded() -> nbformat.NotebookNode:
 
 
 def generate_behind_counts() -> nbformat.NotebookNode:
-    from specdec_course.catalogue import load_catalogue
+    from specdec_course.selftest.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "target_does_all_work"]
     notebook = make_submission(SOLUTION, entry)
@@ -564,7 +564,7 @@ def on_blank(code: str) -> Callable[[], nbformat.NotebookNode]:
 
 
 def catalogue_entry(name: str) -> nbformat.NotebookNode:
-    from specdec_course.catalogue import load_catalogue
+    from specdec_course.selftest.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == name]
     return make_submission(SOLUTION, entry)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_course.catalogue import Entry, make_submission
-from specdec_course.nbgrader_setup import BEGIN_SOLUTION, END_SOLUTION
+from specdec_course.core.nbgrader_course import BEGIN_SOLUTION, END_SOLUTION
+from specdec_course.selftest.catalogue import Entry, make_submission
 
 from conftest import SOLUTION
 

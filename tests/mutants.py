@@ -1,6 +1,6 @@
-"""Generic one-change mutants of the solution's graded code, each judged by every check (visible, then hidden) as
-tests/course/test_catalogue.py judges the catalogue's entries: a mutant that keeps every point is printed with its
-change, for a person to tell a change that alters nothing (an equivalent mutant) from a path no check reaches.
+"""Generic one-change mutants of the solution's graded code, each judged by every check (visible, then hidden)
+as tests/course/selftest/test_catalogue.py judges the catalogue's entries: a mutant that keeps every point is printed
+with its change, for a person to tell a change that alters nothing (an equivalent mutant) from a path no check reaches.
 
 One change each, in the solution regions only, one source line at a time: a comparison or arithmetic operator
 swapped, an integer moved by one, `and`/`or` swapped, a `not` dropped, a statement replaced by `pass`. Each mutant
@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "course"))
 
-from specdec_course.catalogue import Entry, make_submission  # noqa: E402
-from specdec_course.nbgrader_setup import BEGIN_SOLUTION, END_SOLUTION  # noqa: E402
+from specdec_course.core.nbgrader_course import BEGIN_SOLUTION, END_SOLUTION  # noqa: E402
+from specdec_course.selftest.catalogue import Entry, make_submission  # noqa: E402
 
 from conftest import SOLUTION  # noqa: E402
 
@@ -101,12 +101,12 @@ def mutants(source: str, notebook_code: str) -> list[Mutant]:
 
 def judge(mutant: Mutant) -> tuple[Mutant, str]:
     """(the mutant, "" if it kept every point else the first test it lost and why)."""
-    from specdec_course import verdict
+    from specdec_course.core.plan import load_plan
     from specdec_kit.adapters import load_decoder_classes
     from specdec_kit.checks.core import CheckTimeout
     from specdec_kit.timing import NoProgress
 
-    plan = verdict.load_plan(Path(__file__).parents[1] / "autograder")
+    plan = load_plan(Path(__file__).parents[1] / "autograder")
     tests = sorted(plan.tests, key=lambda t: plan.tests[t][0] != mutant.owner)  # its own class's tests first
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mutant.ipynb"

@@ -12,8 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from specdec_course import feedback, gradebook, results, safe_html, verdict
 from specdec_course.cli import main
+from specdec_course.core.plan import load_plan
+from specdec_course.grading import feedback, gradebook, results, safe_html
 
 from conftest import REPO, image_widths, needs_chromium, spreadsheet_formulas, title_after_scripts
 from corpora import (
@@ -35,7 +36,7 @@ from corpora import (
 pytestmark = pytest.mark.slow
 # Short limits, so that the loop and the hang cost seconds: the solution needs ~20 s per notebook here.
 LIMITS = {"notebook_seconds": 240, "cell_seconds": 40, "check_seconds": 30}
-PLAN_TESTS = tuple(verdict.load_plan(REPO / "autograder").tests)
+PLAN_TESTS = tuple(load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
 CASES = [*BROKEN, *NOT_FILES, *STUDENTS, *TAMPERS, REFERENCE]
 
@@ -125,11 +126,11 @@ def test_nothing_a_submission_started_outlives_it_or_reached_the_grader(graded):
     """After the batch: no process of any sandbox's user is alive, and what the escape tamper wrote to (the kit's
     source, the offline models, the course's config, gradebook and grades) holds none of it."""
     import specdec_kit
-    from specdec_course import sandbox, uids
+    from specdec_course.sandbox import processes, uids
     from specdec_kit import settings
 
     _, out, _ = graded
-    alive = [pid for uid in uids.uid_range() for pid in sandbox._pids_of_uid(uid)]
+    alive = [pid for uid in uids.uid_range() for pid in processes.pids_of_uid(uid)]
     assert not alive, f"processes of the submissions' sandboxes outlived their grading: {alive}"
     touched = [path for path in (Path(specdec_kit.__file__), out / "course" / "nbgrader_config.py", out / "grades.csv")
                if "escaped" in path.read_text(errors="replace")]
@@ -148,8 +149,8 @@ def test_the_notebooks_own_run_meets_the_memory_limit(graded):
 
 
 def test_a_hang_costs_only_the_checks_it_hangs(graded):
-    """The verdict on an endless loop in one edge case (once judged again by tests/course/test_verdict.py, with the same
-    edit): that check is cut off at its limit and named, every other test passes, bonus tests included."""
+    """The verdict on an endless loop in one edge case (once judged again by tests/course/grading/test_verdict.py, with
+    the same edit): that check is cut off at its limit and named, every other test passes, bonus tests included."""
     rows, out, _ = graded
     assert lost_anywhere(rows["infinite_loop"]) == {"test_eos_and_budget"}, \
         f"only the check whose case loops may fail; failed {sorted(lost_anywhere(rows['infinite_loop']))}"
@@ -165,7 +166,7 @@ def test_a_hang_costs_only_the_checks_it_hangs(graded):
 def test_forwards_a_method_hides_are_still_counted(graded):
     """A decoder that runs the target twice on a rejection and removes the kit's hooks from its model loses what that
     bug loses, test_counts saying why: the grading process counts the forwards it runs itself."""
-    from specdec_course.catalogue import load_catalogue
+    from specdec_course.selftest.catalogue import load_catalogue
 
     rows, out, _ = graded
     [bug] = [e for e in load_catalogue(REPO / "autograder") if e.name == "extra_target_forward"]

@@ -1,8 +1,9 @@
 """Imports point down, across both packages: the student package's runtime primitives, then what runs and judges
-decoders, then its command; the instructor package above it all, its command on top. The student package
-never imports the instructor package. Every import is read with `ast` (inside functions too, and
-`importlib.import_module` strings); the checker proves itself on planted upward edges. Nothing a notebook
-imports pulls in the instructor package. docs/architecture.md draws the same layers.
+decoders, then its command; the instructor package above it all, one sub-package per job, each a layer, and within
+each its modules in levels of their own; its command on top. The student package never imports the instructor
+package. Every import is read with `ast` (inside functions too, and `importlib.import_module` strings); the checker
+proves itself on planted upward edges. Nothing a notebook imports pulls in the instructor package.
+docs/architecture.md draws the same layers.
 
 Example run: python -m pytest tests/test_layers.py -q
 """
@@ -19,25 +20,38 @@ from conftest import REPO
 
 SRC = REPO / "src"
 KIT, COURSE = "specdec_kit", "specdec_course"
-LAYERS = {
-    0: [f"{KIT}.{name}" for name in ("__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo",
-                                      "loading", "timing", "baseline", "theory", "sampling", "figures",
-                                      "remote", "tracebacks", "machine")],
-    1: [f"{KIT}.{name}" for name in ("probes", "bench", "plot", "demo", "checks", "adapters", "rounds")],
-    2: [f"{KIT}.cli"],
-    3: [f"{COURSE}.{name}" for name in ("__init__", "nbgrader_setup", "oracle", "answers", "hf_methods",
-                                         "baseline_probe", "adaptive_bench", "pins", "publish", "release", "notebooks",
-                                         "preprocessors", "uids", "sandbox", "enter", "sandbox_host",
-                                         "kernel_box", "served", "isolation", "redact", "verdict", "scan", "feedback",
-                                         "course_setup",
-                                         "notebook_run", "gradebook", "row", "grading",
-                                         "regular_files", "archives", "collect", "results", "export", "report",
-                                         "similarity", "gradescope",
-                                         "catalogue", "selftest", "student_run",
-                                         "safe_csv", "safe_html", "safe_nbconvert")],
-    4: [f"{COURSE}.cli", f"{COURSE}.commands"],
+# The student package's layers: a module (or subpackage, `checks`) imports from its own layer and those below.
+KIT_LAYERS = [
+    ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "baseline",
+     "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
+    ["probes", "bench", "plot", "demo", "checks", "adapters", "rounds"],
+    ["cli"],
+]
+# The instructor package's sub-packages, lowest first, each with its modules in levels, lowest first: a module
+# imports from its own level and those below, in its sub-package and in the sub-packages below.
+COURSE_LAYERS = [
+    ("core", [["__init__", "pins", "nbgrader_course", "oracle", "plan", "regular_files"], ["config"]]),
+    ("authoring", [["__init__", "notebooks", "answers"], ["release"]]),
+    ("sandbox", [["__init__", "uids", "enter", "processes", "models", "baseline", "timing_gate"], ["box"],
+                 ["host", "kernel"], ["child"], ["host_main"]]),
+    ("bench", [["__init__", "hf_methods", "adaptive"]]),
+    ("grading", [["__init__", "safe_csv", "safe_html", "redact", "scan", "gradebook", "archives", "budget",
+                  "preprocessors"],
+                 ["safe_nbconvert", "collect", "speed"], ["feedback", "verdict"], ["course"], ["notebook_run"], ["row"],
+                 ["batch"], ["results"]]),
+    ("platforms", [["__init__", "similarity", "lms", "gradescope"], ["report"]]),
+    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run"]]),
+]
+LAYERS: dict[str, tuple[int, int]] = {  # a unit of the table -> (its layer, its level in the layer)
+    **{f"{KIT}.{name}": (layer, 0) for layer, names in enumerate(KIT_LAYERS) for name in names},
+    f"{COURSE}.__init__": (len(KIT_LAYERS), 0),
+    **{f"{COURSE}.{sub}.{name}": (len(KIT_LAYERS) + 1 + i, level)
+       for i, (sub, levels) in enumerate(COURSE_LAYERS) for level, names in enumerate(levels) for name in names},
+    f"{COURSE}.cli": (len(KIT_LAYERS) + 1 + len(COURSE_LAYERS), 0),
+    f"{COURSE}.commands": (len(KIT_LAYERS) + 1 + len(COURSE_LAYERS), 0),
 }
-LAYER = {name: layer for layer, names in LAYERS.items() for name in names}
+SUBPACKAGES = {sub for sub, _ in COURSE_LAYERS}
+LAYER = LAYERS
 # Upward imports kept on purpose, as (importer, imported): none today.
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 # What the notebooks import (the solution's and the release's cells): none of it may pull in the instructor package.
@@ -46,9 +60,14 @@ NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.loading", "
 
 
 def top(module: str) -> str:
-    """The layer table's name for a module: its package and first component ("specdec_kit.checks")."""
+    """The layer table's unit for a module: the student package's modules and subpackages ("specdec_kit.checks"),
+    the instructor package's modules in its sub-packages ("specdec_course.grading.verdict"), its commands/."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if len(parts) > 1 else f"{parts[0]}.__init__"
+    if len(parts) == 1:
+        return f"{parts[0]}.__init__"
+    if parts[0] == COURSE and parts[1] in SUBPACKAGES:
+        return ".".join(parts[:3]) if len(parts) > 2 else f"{COURSE}.{parts[1]}.__init__"
+    return ".".join(parts[:2])
 
 
 def module_name(path: Path, src: Path) -> str:
@@ -99,7 +118,7 @@ def test_imports_point_down():
 
 
 @pytest.mark.parametrize("planted", ["    from specdec_course import grading\n", "    from .. import cli\n",
-                                     "    importlib.import_module('specdec_course.verdict')\n"])
+                                     "    importlib.import_module('specdec_course.grading.verdict')\n"])
 def test_checker_sees_a_planted_upward_edge(tmp_path, planted):
     copy = tmp_path / "src"
     shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
@@ -144,27 +163,32 @@ def test_every_name_a_notebook_imports_is_still_importable():
 
 def drawn_layers() -> dict[int, str]:
     """docs/architecture.md's drawing of the layers: the text of each numbered row group, by layer."""
+    import re
+
     text = (REPO / "docs" / "architecture.md").read_text()
     drawing = text.split("<!-- layers -->")[1].split("```")[1]
     rows: dict[int, str] = {}
     layer = None
     for line in drawing.splitlines():
-        if line[:1].isdigit():
-            layer = int(line[0])
+        number = re.match(r"(\d+)\s", line)
+        if number:
+            layer = int(number.group(1))
         if layer is not None:
             rows[layer] = rows.get(layer, "") + line + "\n"
     return rows
 
 
 def test_architecture_page_draws_every_module_in_its_layer():
-    """docs/architecture.md's drawing names each module (a subpackage as `checks/`) in its layer."""
+    """docs/architecture.md's drawing names each module (a subpackage of the student package as `checks/`, one of
+    the instructor package as `grading/`) in its layer, a sub-package's modules in the order of their levels."""
     rows = drawn_layers()
     missing = []
-    for name, layer in LAYER.items():
-        stem = name.split(".")[1]
-        if stem == "__init__":
-            continue
-        shown = f"{stem}/" if (SRC / name.replace(".", "/")).is_dir() else f"{stem}.py"
-        if shown not in rows.get(layer, ""):
+    for name, (layer, _) in LAYER.items():
+        parts = name.split(".")
+        if parts[-1] == "__init__":
+            shown = f"{parts[1]}/" if len(parts) == 3 else None
+        else:
+            shown = f"{parts[-1]}/" if (SRC / name.replace(".", "/")).is_dir() else f"{parts[-1]}.py"
+        if shown and shown not in rows.get(layer, ""):
             missing.append(f"{name} (layer {layer})")
     assert not missing, f"docs/architecture.md's layer drawing should name these in their layer: {missing}"

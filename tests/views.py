@@ -8,6 +8,7 @@ grading the bugs for real, each cropped to the test cell whose failing visible c
 """
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ DECODERS = ("greedy", "cached", "sampling", "lookup", "adaptive")
 PROMPT = "The future of Artificial Intelligence is"
 DRAWN = {"off_by_one_early": "test_eos_and_budget", "no_bonus_token": "test_counts"}  # bug -> a cell that draws it
 WIDTH = 1200
+POINTS = "points.json"  # the points the screenshots show
 
 
 def round_views(out: Path, work: Path) -> None:
@@ -55,6 +57,15 @@ def feedback_views(out: Path, work: Path) -> None:
         Image.open(whole).crop((0, max(top - 10, 0), WIDTH, top + height + 10)).save(out / f"feedback-{bug}.png")
 
 
+def record_points(out: Path) -> None:
+    """The points the feedback screenshots show, beside them: a test of `make test` finds them stale when a test cell's
+    points change (tests/course/authoring/test_points.py)."""
+    from specdec_course.authoring.points import read_points
+
+    points = read_points(Path(__file__).parents[1] / "solutions" / "speculative_decoding.py").points
+    (out / POINTS).write_text(json.dumps({test: points[test] for test in sorted(DRAWN.values())}, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -65,6 +76,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         round_views(out, Path(work))
         feedback_views(out, Path(work))
+    record_points(out)
     print(f"wrote {', '.join(sorted(p.name for p in out.glob('*.png')))} in {out}")
 
 

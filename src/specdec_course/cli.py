@@ -19,6 +19,7 @@ from .commands import (
     autograde_one,
     bench,
     build_notebook,
+    catalogue,
     export,
     feedback,
     gradescope,
@@ -30,13 +31,13 @@ from .commands import (
 )
 
 # The commands in the course's order (each module registers its parser and runs it).
-COMMANDS = (bench, adaptive, time_notebook, build_notebook, release, selftest, autograde, feedback, export, report,
-            autograde_one, merge, gradescope)
+COMMANDS = (bench, adaptive, time_notebook, build_notebook, release, catalogue, selftest, autograde, feedback, export,
+            report, autograde_one, merge, gradescope)
 
 
 WORKFLOW = """\
 the course's path through the commands:
-  build-notebook -> release -> selftest -> autograde -> feedback -> export, report
+  build-notebook -> release -> catalogue -> selftest -> autograde -> feedback -> export, report
   (or, per container: autograde-one -> merge; on Gradescope: gradescope)
   bench and adaptive time HF's own methods beside the notebook's; time-notebook gives the student README's figures
 run specdec-course COMMAND --help for a command's options and an example."""

@@ -17,7 +17,7 @@ Grading applies the rule for student-added cells to every cell (`definitions_onl
 statement of a submission runs but imports, `def`, `class` and constants, wherever they stand, and the
 decoder classes are found by name, so a notebook whose nbgrader metadata an editor stripped still
 earns what its code earns. There the definitions run in a child process (`run_definitions`, called
-by `isolation.py`), never in the grading process.
+by the grader's `sandbox/host_main.py`), never in the grading process.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ and the adaptive-k methods, greedy, whose k is the first round's:
 - `hf_adaptive`: `generate(assistant_model=draft)` with HF's heuristic schedule and confidence threshold 0.4;
 - `adaptive`: the notebook's `AdaptiveSpeculativeDecoder`.
 HF's rows hold their tokens and forward counts; their rounds and acceptance are read off the target's forwards
-only by the instructor package (`specdec_course.hf_methods`), since that reading would answer the checks.
+only by the instructor package (`specdec_course.bench.hf_methods`), since that reading would answer the checks.
 Sampled rows are compared with `target_sampling` at their temperature: the same
 distribution, not the same tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat,
 with their order rotated, so drift hits all alike. Forward calls are counted and timed by hooks on the models
@@ -215,7 +215,7 @@ def lookup_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dic
 
 
 # generate's arguments for each of HF's own speculative methods. The student package times their tokens; the
-# instructor package (`specdec_course.hf_methods`) also reads their rounds off the target's forwards.
+# instructor package (`specdec_course.bench.hf_methods`) also reads their rounds off the target's forwards.
 HF_KWARGS = {"hf_assisted": assisted_kwargs, "hf_assisted_sampling": assisted_kwargs,
              "hf_prompt_lookup": lookup_kwargs, "hf_adaptive": adaptive_kwargs}
 

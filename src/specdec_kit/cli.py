@@ -215,12 +215,14 @@ def _notebook(path: str | None) -> Path:
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
-    """Examples kept as written; every option with a default says "(default: X)" the same way."""
+    """Examples kept as written; every option with a default says "(default: X)" the same way, but a flag, whose
+    help says what it turns on or off ("--no-sandbox (default: True)" would read as no sandbox by default)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         help_text = action.help or ""
+        flag = action.nargs == 0
         if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in help_text \
-                and action.option_strings:
+                and action.option_strings and not flag:
             help_text += " (default: %(default)s)"
         return help_text
 

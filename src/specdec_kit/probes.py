@@ -11,8 +11,8 @@ target and draft models, and each case's outputs. Forwards are seen twice, indep
 on the models (with what each call fed and what its KV cache held) and by hooks on the models' input
 embeddings, which also fire when a method calls `model.forward` directly or removes the model's hooks.
 Events are JSON-safe dicts, read back strictly by `checks/outcomes.py`. The checks (`checks/`) judge them: in a
-notebook in the same process, while grading in another process than the probe (`isolation.py`), out of the
-student's reach.
+notebook in the same process, while grading in another process than the probe (`specdec_course/sandbox/child.py`),
+out of the student's reach.
 
 Kinds of probe (`request["kind"]`):
 - `load`: construct the class; report each model's mode, dtype and pad token; then construct it with

@@ -10,7 +10,7 @@ so that the grader runs, sees and counts every forward itself.
 Each call is one JSON request on the child's channel and one reply: a JSON header, then the logits as float32
 bytes. `install` makes `from_pretrained` of the served folders give a RemoteModel (their weights are not readable
 in the sandbox) and `DynamicCache` a RemoteCache. A student's code may change any of this in its own process:
-what the checks judge is what the grader ran (`specdec_course.served`), never what this module reports.
+what the checks judge is what the grader ran (`specdec_course.sandbox.models`), never what this module reports.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from specdec_course.catalogue import Entry, load_catalogue, make_submission
+from specdec_course.selftest.catalogue import Entry, load_catalogue, make_submission
 from specdec_kit import checks
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks.cells import CHECKED

@@ -1,5 +1,5 @@
 """`specdec_kit.checks` passes the reference solution; the hidden cases differ from the visible ones; the
-cache replay finds a stale entry. (Each known bug is named by its checks in tests/course/test_catalogue.py.)
+cache replay finds a stale entry. (Each known bug is named by its checks in tests/course/selftest/test_catalogue.py.)
 """
 
 import pytest
@@ -148,7 +148,7 @@ def test_speed_test_prints_its_plan_then_its_ratio(notebook, capsys):
 
 def test_same_call_twice_reaches_a_cache_that_holds_all_of_the_input(notebook):
     """The solution passes; a cached helper whose branch for a cache holding all of the input feeds nothing fails."""
-    from specdec_course.oracle import ORACLE
+    from specdec_course.core.oracle import ORACLE
     from specdec_kit.probes import ProbeError
 
     decoder = notebook.CachedSpeculativeDecoder

@@ -8,7 +8,7 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from specdec_course.pins import constraints, environment_pins
+from specdec_course.core.pins import constraints, environment_pins
 
 from conftest import REPO
 
@@ -47,10 +47,10 @@ def test_python_pin_is_supported():
 
 def test_install_script_constrains_pip_with_the_environment_pins(tmp_path):
     script = (REPO / "packaging" / "install.sh").read_text()
-    [writes] = [line for line in script.splitlines() if "specdec_course.pins" in line]
+    [writes] = [line for line in script.splitlines() if "specdec_course.core.pins" in line]
     assert '-c "$venv/pins.txt"' in script, "install.sh should pass the pins it writes to pip as constraints"
     subprocess.run(["bash", "-c", f"set -euo pipefail; root={REPO}; venv={tmp_path}; {writes}"], check=True)
     assert (tmp_path / "pins.txt").read_text() == constraints(REPO / "environment.yml"), (
-        "install.sh's pins.txt should be specdec_course.pins.constraints of environment.yml, as students' "
+        "install.sh's pins.txt should be specdec_course.core.pins.constraints of environment.yml, as students' "
         "constraints.txt is"
     )

@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 import torch
 
-from specdec_course import verdict
+from specdec_course.core.plan import SPEED_TEST, load_plan
+from specdec_course.grading import verdict
 from specdec_kit.baseline import first_mismatch
 from specdec_kit.checks import NEAR_TIE
 from specdec_kit.prompts import load_prompts
@@ -37,8 +38,8 @@ def test_fp16_on_cuda_matches_target_up_to_near_ties(solution_classes, tiny_dirs
 def test_grader_times_synthetic_pythia_in_fp16(monkeypatch):
     """As the grader runs it on a GPU (no hub): synthetic-pythia in fp16, the reference clear of the bar."""
     monkeypatch.setenv("SPECDEC_GRADING", "1")
-    full = verdict.load_plan(REPO / "autograder")
-    plan = dataclasses.replace(full, tests={verdict.SPEED_TEST: full.tests[verdict.SPEED_TEST]}, check_seconds=600)
+    full = load_plan(REPO / "autograder")
+    plan = dataclasses.replace(full, tests={SPEED_TEST: full.tests[SPEED_TEST]}, check_seconds=600)
     result = verdict.judge(solved(), plan)
-    assert result.tests[verdict.SPEED_TEST].passed, result.tests[verdict.SPEED_TEST].message
+    assert result.tests[SPEED_TEST].passed, result.tests[SPEED_TEST].message
     assert result.speed["pair"] == "synthetic-pythia" and result.speed["dtype"] == "float16", result.speed

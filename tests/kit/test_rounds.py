@@ -111,7 +111,7 @@ def test_the_page_renders_in_headless_chromium_with_its_colours(recorded, tmp_pa
 def bug_drawn(classes, tmp_path_factory):
     """(the solution's rounds drawn over the expected ones, no_bonus_token's, the expected rounds) on the scripted
     pair, the expected rounds from the pair's script alone."""
-    from specdec_course.catalogue import load_catalogue, make_submission
+    from specdec_course.selftest.catalogue import load_catalogue, make_submission
     from specdec_kit.baseline import prompt_for_token
     from specdec_kit.rounds import scripted_rounds
 

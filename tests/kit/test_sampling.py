@@ -88,9 +88,9 @@ def test_exact_distributions_come_from_the_targets_logits():
 
 
 def test_reference_sampler_passes_visible_and_hidden_checks():
-    from specdec_course import verdict
+    from specdec_course.core.plan import load_plan
 
-    plan = verdict.load_plan(REPO / "autograder")
+    plan = load_plan(REPO / "autograder")
     sampler = load_decoder_classes(SOLUTION, ("SpeculativeSampler",))["SpeculativeSampler"]
     for check in plan.tests["test_sampling"][1]:
         check(sampler)

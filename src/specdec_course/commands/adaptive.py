@@ -1,4 +1,4 @@
-"""`specdec-course adaptive`: adaptive k judged against every fixed k and HF's schedule (adaptive_bench.py)."""
+"""`specdec-course adaptive`: adaptive k judged against every fixed k and HF's schedule (adaptive.py)."""
 
 from __future__ import annotations
 
@@ -23,30 +23,30 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from specdec_kit import bench, figures
 
-    from .. import adaptive_bench, hf_methods
+    from ..bench import adaptive, hf_methods
 
     k_values = [int(k) for k in args.k.split(",")]
     check_k(k_values)
-    if adaptive_bench.FIRST_K not in k_values:
-        raise ValueError(f"--k must include {adaptive_bench.FIRST_K}, the adaptive methods' first k")
+    if adaptive.FIRST_K not in k_values:
+        raise ValueError(f"--k must include {adaptive.FIRST_K}, the adaptive methods' first k")
     verdicts = []
     for pair in args.pairs.split(","):
         args.pair = pair
         run = load_run(args, ("CachedSpeculativeDecoder", "AdaptiveSpeculativeDecoder"))
         print(f"{pair}: {len(run.prompts)} prompts x {args.repeats} repeats, k in {k_values}")
         document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=pair,
-                                 repeats=args.repeats, methods=adaptive_bench.METHODS, device=str(run.device),
+                                 repeats=args.repeats, methods=adaptive.METHODS, device=str(run.device),
                                  dtype=run.dtype, runners=hf_methods.RUNNERS,
-                                 micro_k_values=list(range(1, adaptive_bench.MAX_K + 1)),
-                                 adaptive_k=[adaptive_bench.FIRST_K])
+                                 micro_k_values=list(range(1, adaptive.MAX_K + 1)),
+                                 adaptive_k=[adaptive.FIRST_K])
         bench.write_outputs(document, Path(args.out) / pair)
-        verdicts.append(adaptive_bench.judge(document))
-    met = adaptive_bench.bar_met(verdicts)
-    text = (adaptive_bench.verdict_table(verdicts) + f"\nbar ({adaptive_bench.TOLERANCE:.0%} of the best fixed k "
+        verdicts.append(adaptive.judge(document))
+    met = adaptive.bar_met(verdicts)
+    text = (adaptive.verdict_table(verdicts) + f"\nbar ({adaptive.TOLERANCE:.0%} of the best fixed k "
             f"and at least HF's schedule, on two pairs whose best fixed k differ): {'met' if met else 'not met'}")
     print(text)
     page = figures.write_page(Path(args.out) / "adaptive.md", "Adaptive k against every fixed k and HF's schedule",
                               args.command_line, text, image=f"{pair}/bench.png")
-    print(f"wrote {adaptive_bench.write(verdicts, Path(args.out))}, {page} and each pair's bench files under "
+    print(f"wrote {adaptive.write(verdicts, Path(args.out))}, {page} and each pair's bench files under "
           f"{args.out}")
     return 0 if met else 1

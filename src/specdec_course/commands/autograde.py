@@ -1,4 +1,4 @@
-"""`specdec-course autograde`: a class graded into grades.csv and feedback pages (grading.py, results.py)."""
+"""`specdec-course autograde`: a class graded into grades.csv and feedback pages (grading/batch.py, results.py)."""
 
 from __future__ import annotations
 
@@ -29,20 +29,20 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from .. import course_setup, results, row
-    from ..collect import collect, read_roster
+    from ..grading import course, results, row
+    from ..grading.collect import collect, read_roster
 
     options.check_grading(args)
     out = Path(args.out).resolve()
     roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
     submissions = collect(Path(args.submissions), args.id_regex, roster, unpack_dir=out / "unpacked",
-                          archive_limits=course_setup.archive_limits(Path(args.autograder)))
+                          archive_limits=course.archive_limits(Path(args.autograder)))
     if not submissions:
         raise ValueError(f"no notebooks under {args.submissions}: expected <student>.ipynb files, one folder per "
                          "student, or nbgrader's submitted/<student>/speculative_decoding/ (or a zip or tar of these)")
     if args.student:
         submissions = _only(submissions, args.student)
-    setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
+    setup = course.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    args.jobs, args.timeout, args.sandboxed)
     with tqdm(total=len(submissions), desc="autograde") as bar:
         grades, replaced = results.grade_class(out, submissions, setup, resume=args.resume,

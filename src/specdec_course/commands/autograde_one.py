@@ -22,8 +22,8 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import course_setup, results
-    from ..collect import Submission, file_time, nbgrader_id, student_name
+    from ..grading import course, results
+    from ..grading.collect import Submission, file_time, nbgrader_id, student_name
 
     options.check_grading(args)
     path = Path(args.notebook)
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{path} is not a file: pass the student's notebook")
     name = args.student or student_name(path.stem, args.id_regex)
     out = Path(args.out).resolve()
-    setup = course_setup.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
+    setup = course.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    1, args.timeout, args.sandboxed)
     submission = Submission(nbgrader_id(name), path, name=name, submitted_at=file_time(path))
     [grade], _ = results.grade_class(out, [submission], setup)

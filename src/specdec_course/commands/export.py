@@ -1,4 +1,4 @@
-"""`specdec-course export`: the class's grades for the LMS (export.py)."""
+"""`specdec-course export`: the class's grades for the LMS (lms.py)."""
 
 from __future__ import annotations
 
@@ -23,21 +23,21 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import export
-    from ..collect import read_roster
-    from ..publish import load_config
+    from ..core.config import load_config
+    from ..grading.collect import read_roster
+    from ..platforms import lms
 
     graded = Path(args.graded)
     deadline = load_config(Path(args.autograder)).deadline
     roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
-    grades = export.class_grades(graded, deadline, roster)
+    grades = lms.class_grades(graded, deadline, roster)
     out = Path(args.out)
     if args.template:
-        unlisted = export.fill_canvas(Path(args.template), grades, out, args.column)
+        unlisted = lms.fill_canvas(Path(args.template), grades, out, args.column)
         if unlisted:
             print(f"not in the Canvas template, so not exported ({len(unlisted)}): {', '.join(unlisted)}")
     else:
-        export.write_gradescope(grades, out)
+        lms.write_gradescope(grades, out)
     pending = [g.student for g in grades if g.manual is None]
     late = [g.student for g in grades if g.late_by]
     print(f"wrote {out}: {len(grades)} students, {len(late)} late (due {deadline.due.isoformat()}, "

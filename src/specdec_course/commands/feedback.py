@@ -18,7 +18,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import feedback
+    from ..grading import feedback
 
     graded = Path(args.graded)
     course = graded / "course"

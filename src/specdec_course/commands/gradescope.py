@@ -16,7 +16,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gradescope import build_bundle
+    from ..platforms.gradescope import build_bundle
 
     print(f"wrote {build_bundle(Path('.'), Path(args.out))}: upload it as the assignment's autograder (Gradescope "
           "builds its image with setup.sh, then runs run_autograder on each submission)")

@@ -20,15 +20,17 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import export, report, results, verdict
-    from ..publish import load_config
+    from ..core.config import load_config
+    from ..core.plan import load_plan
+    from ..grading import results
+    from ..platforms import lms, report
 
     graded, autograder = Path(args.out).resolve(), Path(args.autograder).resolve()
     replaced = results.merge_results([Path(p).resolve() for p in args.parts], graded,
                                      Path(args.solution).resolve(), autograder)
-    grades = export.class_grades(graded, load_config(autograder).deadline)
-    export.write_gradescope(grades, graded / "grades_export.csv")
-    page = report.build_report(graded, verdict.load_plan(autograder).min_ratio)
+    grades = lms.class_grades(graded, load_config(autograder).deadline)
+    lms.write_gradescope(grades, graded / "grades_export.csv")
+    page = report.build_report(graded, load_plan(autograder).min_ratio)
     (graded / "report.html").write_text(page, encoding="utf-8")
     print(f"merged {len(args.parts)} folder(s) into {graded}: grades.csv ({len(grades)} students), "
           f"grades_export.csv, report.html, feedback/"

@@ -31,8 +31,10 @@ roster_column = _parent("--roster-column", help="the roster CSV's id column (def
                                                 "sid, login_id, SIS User ID, username, email)")
 graded = _parent("graded", help="the --out folder of specdec-course autograde")
 no_sandbox = _parent("--no-sandbox", dest="sandboxed", action="store_false",
-                     help="run the students' code as the grader's own user, without a sandbox (where the machine "
-                          "gives none; every row and the class report say so)")
+                     help="run the students' code as the grader's own user, without a sandbox. Without this flag "
+                          "(the default) every submission runs in the strongest sandbox the machine gives: "
+                          "bubblewrap, else a user of its own; use it only where the machine gives neither (every "
+                          "row and the class report then say so)")
 jobs = _parent("--jobs", type=int, default=1, help="notebooks graded at once (timed tests still run one at a time)")
 
 

@@ -23,11 +23,12 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import answers, publish, release
+    from ..authoring import answers, release
+    from ..core import config as course_config
 
     solution, out_dir, autograder = Path(args.solution), Path(args.out), Path(args.autograder)
-    config = publish.load_config(autograder)
-    problems = publish.placeholder_problems(config)
+    config = course_config.load_config(autograder)
+    problems = course_config.placeholder_problems(config)
     if args.student_repo and problems:  # assignment/ alone may keep them: CI and maintainers release it
         raise ValueError(f"{config.path} still holds placeholders, so students could not install the kit: "
                          f"{'; '.join(problems)}. Set them there before --student-repo")

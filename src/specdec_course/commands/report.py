@@ -19,11 +19,12 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import report, verdict
+    from ..core.plan import load_plan
+    from ..platforms import report
 
     graded = Path(args.graded)
     autograder = Path(args.autograder)
-    min_ratio = verdict.load_plan(autograder).min_ratio if (autograder / "hidden.py").is_file() else None
+    min_ratio = load_plan(autograder).min_ratio if (autograder / "hidden.py").is_file() else None
     out = Path(args.out) if args.out else graded / "report.html"
     out.write_text(report.build_report(graded, min_ratio), encoding="utf-8")
     print(f"wrote {out}")

@@ -23,7 +23,7 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from ..selftest import run_selftest
+    from ..selftest.selftest import run_selftest
 
     options.check_grading(args)
     outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),

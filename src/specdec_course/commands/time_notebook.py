@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     import nbformat
 
-    from ..student_run import finished_notebook, time_cells
+    from ..selftest.student_run import finished_notebook, time_cells
 
     notebook = finished_notebook(Path(args.solution)) if args.finished else nbformat.read(args.release, as_version=4)
     with tempfile.TemporaryDirectory() as workdir:

@@ -2,7 +2,7 @@
 
 The student package holds no implementation of anything students write, so the visible checks read what
 correct decoding does from `answers.json` beside this file: the instructor package's release writes it by
-running the visible checks on the solution with its oracle (`specdec_course.answers`), for exactly the
+running the visible checks on the solution with its oracle (`specdec_course.authoring.answers`), for exactly the
 cases they ask about, and CI checks that it is fresh. The hidden checks pass the oracle itself as `answers`.
 Both answer the same questions:
 

@@ -50,7 +50,7 @@ class CaseOutcome:
 
 
 # ---------------------------------------------------------------------------------------------
-# The shapes of the answers (JSON Schema), as the probes (probes.py, the grader's baseline_probe.py) write them
+# The shapes of the answers (JSON Schema), as the probes (probes.py, the grader's sandbox/baseline.py) write them
 
 NAME = {"type": "string", "maxLength": 200}
 NUMBERS = {"type": ["array", "null"], "maxItems": MAX_ITEMS, "items": {"type": ["number", "boolean"]}}

@@ -1,0 +1,37 @@
+"""The grading plan: what each auto-graded test runs (its class and checks, from the instructors'
+`autograder/hidden.py`) and the course's limits (`autograder/config.toml`), loaded before any submission.
+
+    plan = load_plan(Path("autograder"))
+    plan.tests["test_exact"]        # ("SpeculativeDecoder", [checks.check_exact, hidden.check_exact])
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+SPEED_TEST = "test_speedup"  # the test the grader times after its checks
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What grading runs: per auto-graded test, the class it judges and its checks (visible, then hidden)."""
+
+    tests: dict[str, tuple[str, list]]
+    min_ratio: float
+    check_seconds: float
+    memory_mb: int
+    verdict_seconds: float
+    scratch_mb: int  # each sandbox's scratch folder and /tmp together
+    scratch_files: int
+
+
+def load_plan(autograder_dir: Path) -> Plan:
+    """Import the instructors' hidden checks by path (never from a kernel's import path)."""
+    spec = importlib.util.spec_from_file_location("specdec_hidden_checks", autograder_dir / "hidden.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    limits = hidden.CONFIG["limits"]
+    return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
+                float(limits["verdict_seconds"]), int(limits["scratch_mb"]), int(limits["scratch_files"]))

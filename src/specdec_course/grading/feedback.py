@@ -1,0 +1,382 @@
+"""Student feedback pages from nbgrader's own generate_feedback, without the hidden checks or the grader's paths.
+
+The course's nbgrader_config.py (lines from `feedback_config`) runs `CleanFeedback` after nbgrader's own feedback
+preprocessors, so every page nbgrader renders is cleaned: `nbgrader generate_feedback`, formgrader's "generate
+feedback" button, and what `nbgrader release_feedback` hands out. For each student's notebook it
+
+- removes the kit's staff-only cell and cuts hidden-test regions (older courses: a course the kit sets up is
+  generated from the student release, so its notebooks hold none);
+- reduces each traceback to the frames in the student's own cells and its last line, and replaces grader
+  paths by `<grader>` in the outputs;
+- shows a hand-graded cell that nobody has graded yet as "Graded by hand: pending" instead of a score of 0;
+- is run by nbgrader's exporter only if that is `safe_nbconvert.SafePageExporter` (it raises otherwise), which
+  sanitises the whole page (safe_html.py): nothing a student wrote runs or fetches anything where it is opened;
+- raises if `leaks` still finds a grader path, a line of the instructors' autograder files (as printed, in a
+  repr, in hex or in base64), or a hidden-test or solution marker: nbgrader then writes no page for that student,
+  which is better than a page that shows them. What the student's code printed (warnings with library frames
+  included) is shown as they would see it locally, paths scrubbed: in a sandbox the kernel cannot read the
+  instructors' files, so its own output is no reason to withhold a page.
+
+`generate_feedback` runs nbgrader for a batch of students, checks every page again (`leaks`, `safe_html.unsafe`)
+and copies it out:
+
+    withheld = generate_feedback(course, Path("feedback"), ["alice", "bob"])  # {"alice": "", "bob": "<why>"}
+
+This module runs inside nbgrader's process (the `instructor` extra); no notebook imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import html
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import nbformat
+from nbgrader import utils
+from nbgrader.api import Grade, Gradebook
+from nbgrader.converters.generate_feedback import GenerateFeedback
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+from traitlets.config.loader import PyFileConfigLoader
+
+from specdec_kit.adapters import is_test_cell
+
+from ..core.nbgrader_course import (
+    ASSIGNMENT,
+    FORBIDDEN_TEXT,
+    NOTEBOOK,
+    import_name,
+    list_setting,
+    nbgrader_env,
+    remove_hidden_tests,
+)
+from . import safe_html, safe_nbconvert
+
+SCRUBBED = "<grader>"
+ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata row.py gives its notes for staff
+MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
+PENDING = "Graded by hand: pending"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TAG = re.compile(r"<[^>]*>")
+_CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line \d+")
+_IMPORT_ONLY = re.compile(r"^(from\s+\S+\s+)?import\s")
+_PUBLIC_SUFFIXES = {".py", ".json", ".toml", ".md", ".txt"}
+# nbgrader logs a failed student as this line, then the traceback in its next record.
+_FAILED = re.compile(r"There was an error processing assignment: (\S+)")
+_LOG_RECORD = re.compile(r"^\[\w+ [^\]]*\] ", re.M)  # `[GenerateFeedbackApp | ERROR] `
+_EXCEPTION_MODULE = re.compile(r"^(\w+\.)+(?=\w+: )")  # `specdec_course.grading.feedback.` before `FeedbackError: `
+
+
+class FeedbackError(RuntimeError):
+    """The feedback would show what students must not see, or the course is not set up to clean it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Cleaning one notebook
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:  # longest first (grader_secrets), so no prefix is replaced before its longer path
+        text = text.replace(secret, SCRUBBED)
+    return text
+
+
+def _student_frames(traceback: list[str], test_cells: set[int], secrets: list[str]) -> list[str]:
+    """The frames in the student's own cells (IPython's `Cell In[n], line m`): where their code failed.
+
+    Frames in files quote the checks' lines and the grader's paths, and a test cell's own frame its hidden
+    region in older courses, so only frames of cells that are not graded test cells stay.
+    """
+    kept = []
+    for frame in (_ANSI.sub("", f) for f in traceback):
+        cell = _CELL_FRAME.match(frame)
+        if cell and int(cell.group(1)) not in test_cells:
+            kept.append(_scrub(frame, secrets))
+    return kept
+
+
+def _clean_output(output: nbformat.NotebookNode, secrets: list[str], test_cells: set[int]) -> None:
+    if output.output_type == "error":
+        output.evalue = _scrub(_ANSI.sub("", output.evalue), secrets)
+        output.traceback = [*_student_frames(output.traceback, test_cells, secrets),
+                            f"{output.ename}: {output.evalue}"]
+    elif output.output_type == "stream":
+        output.text = _scrub(output.text, secrets)
+    elif output.output_type in ("display_data", "execute_result"):
+        for mime, value in output.data.items():
+            if mime.startswith("text/"):  # images are base64 and could be corrupted by a replacement
+                output.data[mime] = _scrub(value, secrets)
+
+
+def _is_staff_cell(cell: nbformat.NotebookNode) -> bool:
+    return cell.metadata.get(ROLE_KEY, {}).get("role") == STAFF_ROLE
+
+
+def clean_for_feedback(notebook: nbformat.NotebookNode, secrets: list[str]) -> nbformat.NotebookNode:
+    """A copy of `notebook` without staff cells and hidden-test regions, tracebacks reduced, secrets scrubbed."""
+    cleaned = copy.deepcopy(notebook)
+    cleaned.cells = [cell for cell in cleaned.cells if not _is_staff_cell(cell)]
+    test_cells = {cell.get("execution_count") for cell in cleaned.cells if is_test_cell(cell)}
+    for cell in cleaned.cells:
+        cell.source = remove_hidden_tests(cell.source)
+        for output in cell.get("outputs", []):
+            _clean_output(output, secrets, test_cells)
+    return cleaned
+
+
+def _mark_pending(cell: nbformat.NotebookNode, points: float) -> None:
+    """Show a hand-graded cell as awaiting its grade: without the `grade` and `task` flags, nbgrader's feedback
+    template prints no score for it (it would print 0.0), and the cell's first line says why."""
+    for flag in ("grade", "task"):
+        cell.metadata.nbgrader.pop(flag, None)
+    line = f"{PENDING} ({points:g} points)."
+    cell.source = f"**{line}**\n\n{cell.source}" if cell.cell_type == "markdown" else f"# {line}\n{cell.source}"
+
+
+def is_hand_graded(cell: nbformat.NotebookNode) -> bool:
+    """A cell a person grades: a graded answer cell (the report) or an nbgrader task."""
+    return (utils.is_grade(cell) and utils.is_solution(cell)) or utils.is_task(cell)
+
+
+def _is_pending(grade: Grade) -> bool:
+    """No person has scored the cell yet, and it needs one or has no score at all (a manual score, however it
+    was entered, ends the wait)."""
+    return grade.manual_score is None and (bool(grade.needs_manual_grade) or grade.auto_score is None)
+
+
+# ---------------------------------------------------------------------------------------------
+# What must not show
+
+
+def grader_secrets(course: Path, autograder_dir: Path) -> list[str]:
+    """Absolute paths of the grading machine, as given and resolved, longest first."""
+    package = Path(__file__).parents[1]  # the instructor package
+    paths = [course, autograder_dir, autograder_dir.parent, package, Path(sys.prefix)]
+    forms = {str(form) for path in paths for form in (path.absolute(), path.resolve())}
+    # The root would scrub every path in every output and flag all of them as leaks.
+    return sorted((form for form in forms if form != Path(form).anchor), key=len, reverse=True)
+
+
+def _text_files(folder: Path, suffixes: set[str]) -> Iterator[Path]:
+    return (p for p in sorted(folder.rglob("*")) if p.suffix in suffixes and "__pycache__" not in p.parts)
+
+
+def _public_text(autograder_dir: Path) -> str:
+    """What students may see: the release notebook's cells (next to autograder/) and the kit's package."""
+    release = autograder_dir.parent / "assignment" / NOTEBOOK
+    if not release.is_file():
+        raise FeedbackError(f"no student release at {release}: hidden_lines needs it to tell the autograder's "
+                            "lines that students see from those they must not")
+    cells = [cell.source for cell in nbformat.read(release, as_version=4).cells]
+    package = [p.read_text(errors="replace") for p in _text_files(Path(__file__).parents[1], _PUBLIC_SUFFIXES)]
+    return "\n".join([*cells, *package])
+
+
+def hidden_lines(autograder_dir: Path) -> list[str]:
+    """Lines of the instructors' autograder files (*.py, *.toml) that only a printed copy of them would show.
+
+    A line counts if, stripped, it has at least MIN_HIDDEN_LINE characters, is not only a comment or an
+    import, and is nowhere in the student release or the public package (as a substring: a line students
+    see inside a longer one of theirs, `from specdec_kit import checks`, must not flag their page).
+    """
+    public = _public_text(autograder_dir)
+    lines = set()
+    for path in _text_files(autograder_dir, {".py", ".toml"}):
+        for line in path.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if (len(line) >= MIN_HIDDEN_LINE and not line.startswith("#") and not _IMPORT_ONLY.match(line)
+                    and line not in public):
+                lines.add(line)
+    return sorted(lines)
+
+
+def _shown_forms(line: str) -> set[str]:
+    """The line as printed, as inside the repr of the file's text (an expression cell's output shows that), and
+    inside the file's text encoded as hex or base64 (at each of base64's three alignments)."""
+    escaped = line.replace("\\", "\\\\")
+    data = line.encode()
+    # A repr escapes ' only when it quotes with '.
+    forms = {line, escaped, escaped.replace("'", "\\'"), data.hex(), data.hex().upper()}
+    for offset in range(3):  # the line's bytes start `offset` bytes into a 3-byte group of the encoded file
+        encoded = base64.b64encode(bytes(offset) + data).decode()
+        forms.add(encoded[4 if offset else 0:-4])  # the ends depend on the bytes around the line: left out
+    return forms
+
+
+def leaks(text: str, secrets: list[str], hidden: Iterable[str] = ()) -> list[str]:
+    """What `text` (a notebook's text or its HTML page) shows that students must not see, in that order:
+
+    the hidden-test and solution markers and imports of the hidden package (release.FORBIDDEN_TEXT), a grader
+    path in `secrets`, and a line in `hidden` (hidden_lines) in any form `_shown_forms` knows.
+    """
+    # HTML splits code into highlighting spans and escapes quotes (&quot;): search its plain text too.
+    plain = html.unescape(_TAG.sub("", _ANSI.sub("", text)))
+    found = [item for item in (*FORBIDDEN_TEXT, *secrets) if item in text or item in plain]
+    found += [line for line in hidden if any(form in text or form in plain for form in _shown_forms(line))]
+    return found
+
+
+def _strings(node) -> Iterator[str]:
+    """Every string in a notebook, unescaped (JSON would show `pair=\\"tiny-b\\"`, not the line as written)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def _describe(found: list[str]) -> str:
+    return "; ".join(repr(item if len(item) <= 60 else item[:57] + "...") for item in found)
+
+
+# ---------------------------------------------------------------------------------------------
+# The preprocessor nbgrader runs
+
+
+class CleanFeedback(NbGraderPreprocessor):
+    """Last of GenerateFeedback's preprocessors: the student's page without what they must not see.
+
+    It runs after nbgrader's GetGrades, which puts each graded cell's score into its nbgrader metadata.
+    """
+
+    autograder_dir = Unicode("", help="The instructors' autograder folder (hidden checks, grading config).",
+                             ).tag(config=True)
+    course_root = Unicode("", help="The nbgrader course directory, a path students must not see.").tag(config=True)
+
+    def guards(self) -> tuple[list[str], list[str]]:
+        """The grader paths and hidden lines that no page may show."""
+        if not self.autograder_dir or not self.course_root:
+            raise FeedbackError("c.CleanFeedback.autograder_dir and course_root are not both set in "
+                                "nbgrader_config.py: add the lines of specdec_course.grading.feedback.feedback_config")
+        autograder = Path(self.autograder_dir)
+        return grader_secrets(Path(self.course_root), autograder), hidden_lines(autograder)
+
+    def preprocess(self, nb: nbformat.NotebookNode, resources: dict) -> tuple[nbformat.NotebookNode, dict]:
+        if not isinstance(self.parent, safe_nbconvert.SafePageExporter):  # nbgrader's exporter runs this
+            raise FeedbackError("c.GenerateFeedback.exporter_class is not SafePageExporter in nbgrader_config.py, so "
+                                "the page would run what the student wrote: add the lines of "
+                                "specdec_course.grading.feedback.feedback_config")
+        secrets, hidden = self.guards()
+        cleaned = clean_for_feedback(nb, secrets)
+        self._show_pending(cleaned, resources["nbgrader"])
+        found = leaks("\n".join(_strings(cleaned)), secrets, hidden)
+        if found:
+            student = resources["nbgrader"]["student"]
+            raise FeedbackError(f"{student!r}'s feedback page would show {_describe(found)}: read the outputs "
+                                "of their autograded notebook and write their feedback by hand")
+        return cleaned, resources
+
+    def _show_pending(self, nb: nbformat.NotebookNode, ids: dict) -> None:
+        with Gradebook(ids["db_url"]) as gradebook:
+            for cell in filter(is_hand_graded, nb.cells):
+                grade = gradebook.find_grade(cell.metadata.nbgrader["grade_id"], ids["notebook"],
+                                             ids["assignment"], ids["student"])
+                if _is_pending(grade):
+                    _mark_pending(cell, grade.max_score)
+
+
+def feedback_config(autograder_dir: Path, course_root: Path) -> list[str]:
+    """Lines of nbgrader_config.py: nbgrader's default feedback preprocessors, then CleanFeedback; and the safe
+    rendering of every page nbgrader makes from a notebook (safe_nbconvert.reader_config: feedback pages and
+    formgrader's view of a submission).
+
+    The defaults (GetGrades, CSSHTMLHeaderPreprocessor) are read from the installed nbgrader and written out
+    by name, so the config says exactly what runs.
+    """
+    preprocessors = [*map(import_name, GenerateFeedback.class_traits()["preprocessors"].default()),
+                     import_name(CleanFeedback)]
+    return [*list_setting("c.GenerateFeedback.preprocessors", preprocessors),
+            f"c.CleanFeedback.autograder_dir = {str(autograder_dir)!r}",
+            f"c.CleanFeedback.course_root = {str(course_root)!r}",
+            *safe_nbconvert.reader_config()]
+
+
+# ---------------------------------------------------------------------------------------------
+# A batch of pages
+
+
+def _course_guards(course: Path) -> tuple[list[str], list[str]]:
+    """CleanFeedback's guards as the course's nbgrader_config.py sets them: the page check matches nbgrader's."""
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    return CleanFeedback(config=config).guards()
+
+
+def _autograded_students(course: Path) -> list[str]:
+    return sorted(p.parents[1].name for p in (course / "autograded").glob(f"*/{ASSIGNMENT}/{NOTEBOOK}"))
+
+
+def _nbgrader_errors(log: str) -> dict[str, str]:
+    """Student -> the last line of the traceback nbgrader logged for them (its reason for writing no page)."""
+    records = _LOG_RECORD.split(log)
+    errors = {}
+    for record, following in zip(records, records[1:]):
+        failed = _FAILED.search(record)
+        lines = [line for line in following.splitlines() if line.strip()]
+        if failed and lines:
+            errors[Path(failed.group(1)).parent.name] = _EXCEPTION_MODULE.sub("", lines[-1].strip())
+    return errors
+
+
+def _run_nbgrader(course: Path, students: list[str], everyone: list[str]) -> dict[str, str]:
+    """One `nbgrader generate_feedback` for `students`, other autograded ones left alone: why it failed for whom.
+
+    A student nbgrader wrote no page for and whose error its log does not name gets its exit status.
+    """
+    args = ["generate_feedback", ASSIGNMENT, "--force"]
+    if len(students) == 1:
+        args += ["--student", students[0]]
+    elif others := sorted(set(everyone) - set(students)):
+        args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
+                          capture_output=True, text=True)
+    errors = _nbgrader_errors(done.stdout + done.stderr)
+    return {student: errors.get(student) or (f"it exited with status {done.returncode}; run `nbgrader "
+                                             f"generate_feedback {ASSIGNMENT} --student {student} --force` in "
+                                             f"{course} to see its log")
+            for student in students}
+
+
+def generate_feedback(course: Path, out_dir: Path, students: list[str] | None = None) -> dict[str, str]:
+    """nbgrader's feedback pages for `students` (default: every autograded one), checked and copied to out_dir.
+
+    Returns student -> "" for a page written to `out_dir/<student>.html`, else the reason it was withheld.
+    A page in which `leaks` or `safe_html.unsafe` finds anything is deleted from nbgrader's feedback folder too, so
+    that `nbgrader release_feedback` cannot hand it out.
+    """
+    everyone = _autograded_students(course)
+    students = everyone if students is None else list(students)
+    secrets, hidden = _course_guards(course)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pages = {student: course / "feedback" / student / ASSIGNMENT / Path(NOTEBOOK).with_suffix(".html")
+             for student in students}
+    for student, page in pages.items():  # a page from an earlier run must not stand in for one withheld now
+        page.unlink(missing_ok=True)
+        (out_dir / f"{student}.html").unlink(missing_ok=True)
+    runnable = [student for student in students if student in everyone]
+    failures = _run_nbgrader(course, runnable, everyone) if runnable else {}
+    results = {}
+    for student, page in pages.items():
+        if student not in everyone:
+            results[student] = f"no autograded notebook for {student!r} in {course}: autograde the submission first"
+        elif not page.is_file():
+            results[student] = f"nbgrader generate_feedback wrote no page: {failures[student]}"
+        elif found := leaks(page.read_text(), secrets, hidden):
+            page.unlink()
+            results[student] = f"the page showed {_describe(found)}, so it was deleted; write the feedback by hand"
+        elif found := safe_html.unsafe(page.read_text()):
+            page.unlink()
+            results[student] = (f"the page held {_describe(found[:3])}, outside what a page may run or fetch, so it "
+                                "was deleted; write the feedback by hand")
+        else:
+            shutil.copy(page, out_dir / f"{student}.html")
+            results[student] = ""
+    return results

@@ -1,0 +1,1 @@
+"""Where grades go: Gradescope's autograder, the LMS's imports, the class report and its similarity pairs."""

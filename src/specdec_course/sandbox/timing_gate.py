@@ -1,0 +1,58 @@
+"""One timing at a time on the machine: the grader's speed test measures a decoder while nothing else of the
+grading runs (`QUIET`), across the jobs of a batch and the processes of the machine (`checks.timing_lock`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+from specdec_kit import checks
+
+
+class Quiet:
+    """One timing at a time: a timing holds the machine-wide timing lock (`checks.timing_lock`, which a notebook's
+    speed check takes too) and runs while no check of this process is in flight: parallel grading jobs share the
+    machine, and a speed test measured beside another job's checks measures the contention. A check waits while
+    a timing runs (its time limit does not count the wait); a timing waits up to `patience` seconds for the
+    checks in flight to finish."""
+
+    def __init__(self, patience: float = 30):
+        self._changed = threading.Condition()
+        self._timing, self._checks, self._patience = False, 0, patience
+
+    @contextlib.contextmanager
+    def check(self):
+        """Yields the seconds spent waiting for a timing to end."""
+        started = time.monotonic()
+        with self._changed:
+            self._changed.wait_for(lambda: not self._timing)
+            self._checks += 1
+        try:
+            yield time.monotonic() - started
+        finally:
+            with self._changed:
+                self._checks -= 1
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def timing(self):
+        with checks.timing_lock(), self._timed():
+            yield
+
+    @contextlib.contextmanager
+    def _timed(self):
+        with self._changed:
+            self._changed.wait_for(lambda: not self._timing)
+            self._timing = True
+            self._changed.wait_for(lambda: self._checks == 0, timeout=self._patience)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._timing = False
+                self._changed.notify_all()
+
+
+QUIET = Quiet()

@@ -1,0 +1,48 @@
+"""Which tests an entry of the catalogue loses, by the checks alone: every check of the grading plan (visible, then
+hidden; the speed test's gate, not its timing) run in this process on the entry's classes, without nbgrader,
+sandbox or timing. Minutes for an entry, where the selftest grades it through the whole pipeline.
+
+    found = losses(entry, Path("autograder"), Path("solutions/speculative_decoding.ipynb"), Path("/tmp/x"))
+    sorted(found)          # the tests it loses, each with the words of its first failing check
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from specdec_kit.adapters import load_decoder_classes
+from specdec_kit.checks.core import CheckTimeout
+from specdec_kit.timing import NoProgress
+
+from ..core.plan import SPEED_TEST, load_plan
+from .catalogue import Entry, make_submission
+
+
+def notebook_losses(notebook: nbformat.NotebookNode, path: Path, autograder_dir: Path,
+                    tests: list[str] | None = None) -> dict[str, str]:
+    """test -> the words of its first failing check, for each of `tests` (default: all) that `notebook`'s classes
+    lose; `path` is where the notebook is written to be loaded."""
+    plan = load_plan(autograder_dir)
+    nbformat.write(notebook, path)
+    classes = load_decoder_classes(path, tuple(sorted({name for name, _ in plan.tests.values()})))
+    found = {}
+    for test in tests or list(plan.tests):
+        class_name, test_checks = plan.tests[test]
+        try:
+            for check in test_checks:
+                check(classes[class_name])
+        except (Exception, NoProgress, CheckTimeout) as e:  # CheckFailed, the student's own exception, a loop
+            found[test] = f"{type(e).__name__}: {e}"
+    return found
+
+
+def losses(entry: Entry, autograder_dir: Path, solution: Path, work: Path) -> dict[str, str]:
+    """The tests `entry` loses by its checks; `test_speedup` only where its gate fails (timing is the selftest's)."""
+    return notebook_losses(make_submission(solution, entry), work / f"{entry.name}.ipynb", autograder_dir)
+
+
+def timed_only(entry: Entry, found: dict[str, str]) -> set[str]:
+    """Tests `entry` says it loses that the checks alone cannot show: the speed test's timing."""
+    return {SPEED_TEST} & entry.fails - set(found)

@@ -1,0 +1,54 @@
+"""The assignment's points have one home, the solution's cell headers (`specdec_course.authoring.points`): the
+notebook's table, docs/students.md's and the screenshots' record follow them.
+
+Example run: python -m pytest tests/course/authoring/test_points.py -q
+"""
+
+import json
+import shutil
+
+from specdec_course.authoring.points import read_points
+from specdec_course.cli import main
+
+from conftest import REPO
+
+SOURCE = REPO / "solutions" / "speculative_decoding.py"
+
+
+def test_changing_points_in_the_headers_alone_updates_every_table(tmp_path, capsys):
+    """test_counts 8 -> 10 and test_exact 12 -> 10 in the cell headers alone: build-notebook --check finds both tables
+    stale, build-notebook writes them (the totals too), and --check then passes."""
+    solution, docs = tmp_path / "speculative_decoding.py", tmp_path / "students.md"
+    shutil.copy(SOURCE, solution)
+    shutil.copy(REPO / "docs" / "students.md", docs)
+    text = solution.read_text()
+    for test, old, new in (("test_counts", 8, 10), ("test_exact", 12, 10)):
+        header = f'"grade_id": "{test}", "locked": true, "points": {old},'
+        assert text.count(header) == 1, f"the header of {test} must give {old} points"
+        text = text.replace(header, header.replace(f'"points": {old},', f'"points": {new},'))
+    solution.write_text(text)
+    assert main(["build-notebook", "--check", str(solution), "--docs", str(docs)]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert main(["build-notebook", str(solution), "--docs", str(docs)]) == 0
+    for page in (solution, docs):
+        written = page.read_text()
+        assert "`test_counts` (10)" in written and "`test_exact` (10)" in written, f"{page.name}: {written[:2000]}"
+        assert "100 points: part 1 60," in written, "the totals follow the headers (8 + 12 -> 10 + 10 keeps 60)"
+    assert main(["build-notebook", "--check", str(solution), "--docs", str(docs)]) == 0
+
+
+def test_the_report_rubric_adds_up_to_the_report_cells_points(tmp_path, capsys):
+    solution, docs = tmp_path / "speculative_decoding.py", tmp_path / "students.md"
+    shutil.copy(REPO / "docs" / "students.md", docs)
+    row = "# | 3 | why the measured speedup"
+    solution.write_text(SOURCE.read_text().replace(row, row.replace("3", "4")))
+    assert main(["build-notebook", "--check", str(solution), "--docs", str(docs)]) == 1
+    assert "rubric adds up to 11" in capsys.readouterr().err
+
+
+def test_the_screenshots_show_the_points_the_headers_give():
+    """docs/figures/views/points.json, written by `make views` with the screenshots, names the points they show."""
+    shown = json.loads((REPO / "docs" / "figures" / "views" / "points.json").read_text())
+    points = read_points(SOURCE).points
+    stale = {test: (value, points[test]) for test, value in shown.items() if points[test] != value}
+    assert not stale, f"the feedback screenshots show other points than the headers give {stale}: run make views"

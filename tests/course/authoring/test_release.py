@@ -1,0 +1,186 @@
+"""The student release: stubs that fail at once, a student tree with nothing instructors keep, published only
+with the course's own repository and tag, and updated in place."""
+
+import shutil
+from datetime import timedelta
+
+import pytest
+
+from specdec_course.authoring import release
+from specdec_course.cli import main
+from specdec_course.core import config as course_config
+from specdec_course.core import pins
+from specdec_kit import checks
+from specdec_kit.adapters import load_decoder_classes
+
+from conftest import REPO
+
+RELEASE = REPO / "assignment" / release.NOTEBOOK
+KIT_FILES = sorted(["README.md", "data", "pyproject.toml", release.NOTEBOOK, "src", release.MANIFEST,
+                    pins.CONSTRAINTS_NAME])
+
+
+def write_config(tmp_path, **values) -> str:
+    """A copy of the shipped autograder/ whose config.toml has `values` (key = TOML literal) set; its directory."""
+    autograder = tmp_path / "autograder"
+    shutil.copytree(REPO / "autograder", autograder, ignore=shutil.ignore_patterns("__pycache__"))
+    lines = (REPO / "autograder" / "config.toml").read_text().splitlines()
+    for key, value in values.items():
+        lines = [f"{key} = {value}" if line.startswith(f"{key} =") else line for line in lines]
+    (autograder / "config.toml").write_text("\n".join(lines) + "\n")
+    return str(autograder)
+
+
+def snapshot(tree) -> dict:
+    return {path.relative_to(tree).as_posix(): path.read_bytes() for path in sorted(tree.rglob("*")) if path.is_file()}
+
+
+def test_blank_release_fails_every_check_at_once():
+    classes = load_decoder_classes(RELEASE)
+    for check in (checks.check_loading, checks.check_draft_tokens, checks.check_exact):
+        with pytest.raises(NotImplementedError):
+            check(classes["SpeculativeDecoder"])
+    with pytest.raises(NotImplementedError):
+        checks.check_cache_use(classes["CachedSpeculativeDecoder"])
+
+
+def test_release_holds_no_solution_or_hidden_test():
+    text = RELEASE.read_text()
+    assert not [marker for marker in release.FORBIDDEN_TEXT if marker in text], (
+        "the release notebook should hold no solution or hidden-test marker, found "
+        f"{[marker for marker in release.FORBIDDEN_TEXT if marker in text]}"
+    )
+    tokens = [token for token in (release.INSTALL_TOKEN, release.PINS_TOKEN) if token in text]
+    assert "raise NotImplementedError()" in text and not tokens, (
+        f"the release notebook should hold `raise NotImplementedError()` stubs and no unfilled token, found {tokens}"
+    )
+
+
+def test_student_tree_is_checked(tmp_path):
+    tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
+    assert sorted(p.name for p in tree.iterdir()) == KIT_FILES, (
+        f"the student tree should hold only {KIT_FILES}, got {sorted(p.name for p in tree.iterdir())}"
+    )
+    leak = tree / "src" / "specdec_kit" / "leak.py"
+    leak.write_text(f"# {release.FORBIDDEN_TEXT[0]}\n")
+    with pytest.raises(release.ReleaseError, match="leak.py"):
+        release.check_student_tree(tree)
+
+
+@pytest.mark.parametrize("values,key", [
+    ({}, "student_repo"),  # the shipped config: the placeholder owner
+    ({"student_repo": '"cs999"'}, "student_repo"),  # not owner/name
+    ({"student_repo": '"cs999/specdec"', "tag": '""'}, "tag"),
+])
+def test_publishing_refuses_placeholders(tmp_path, capsys, values, key):
+    autograder = write_config(tmp_path, **values)
+    argv = ["release", "--autograder", autograder, "--out", str(tmp_path / "out"), "--student-repo",
+            str(tmp_path / "student")]
+    assert main(argv) == 2, f"release --student-repo with {values or 'the shipped config'} must exit with status 2"
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "config.toml" in err and f"[publish] {key}" in err, (
+        f"the refusal should be one line naming config.toml and [publish] {key}, got {err!r}"
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "student").exists(), (
+        "a refused release should write neither the notebook nor the student tree"
+    )
+
+
+def test_valid_config_publishes_its_repository_and_tag(tmp_path, capsys, monkeypatch):
+    autograder = write_config(tmp_path, student_repo='"cs999/specdec"', tag='"v2.0.1"')
+    config = course_config.load_config(tmp_path / "autograder")
+    assert course_config.placeholder_problems(config) == [], (
+        f"cs999/specdec at v2.0.1 should need nothing set, got {course_config.placeholder_problems(config)}"
+    )
+    # nbgrader's part is covered by the committed release (`release --check`); here the config's path through
+    monkeypatch.setattr(release, "render_release", lambda solution, config: course_config.install_spec(config))
+    monkeypatch.chdir(REPO)
+    student = tmp_path / "student"
+    code = main(["release", "--autograder", autograder, "--out", str(tmp_path / "out"), "--student-repo", str(student)])
+    assert code == 0, (
+        f"release --student-repo with a valid config should exit with 0; stderr: {capsys.readouterr().err}"
+    )
+    notebook, readme = (student / release.NOTEBOOK).read_text(), (student / "README.md").read_text()
+    assert notebook == "specdec-kit @ git+https://github.com/cs999/specdec@v2.0.1", (
+        f"the notebook's install address should name cs999/specdec at v2.0.1, got {notebook!r}"
+    )
+    assert "https://colab.research.google.com/github/cs999/specdec/blob/v2.0.1/" in readme, (
+        "the student README's Colab link should open cs999/specdec at v2.0.1"
+    )
+
+
+def test_export_updates_a_previous_export_in_place(tmp_path):
+    student = tmp_path / "student"
+    (student / ".git").mkdir(parents=True)  # a fresh clone of the student repository: nothing but .git
+    (student / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    release.export_student_tree(REPO, RELEASE, student, "first README\n")
+    (student / "NOTES.md").write_text("instructor's notes\n")
+    (student / "src" / "specdec_kit" / "mine.py").write_text("# the instructor's own file\n")
+    (student / "src" / "specdec_kit" / "gone").mkdir()
+    (student / "src" / "specdec_kit" / "gone" / "old.py").write_text("# a file the kit wrote last time\n")
+    with open(student / release.MANIFEST, "a") as manifest:
+        manifest.write("src/specdec_kit/gone/old.py\n")
+
+    release.export_student_tree(REPO, RELEASE, student, "second README\n")
+    assert (student / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n", ".git/HEAD should be kept unchanged"
+    assert (student / "NOTES.md").read_text() == "instructor's notes\n", "NOTES.md should be kept unchanged"
+    assert (student / "src" / "specdec_kit" / "mine.py").is_file(), (
+        "a file the kit did not write (src/specdec_kit/mine.py) should be kept"
+    )
+    assert (student / "README.md").read_text() == "second README\n", "README.md should be the second export's"
+    assert not (student / "src" / "specdec_kit" / "gone").exists(), (
+        "a file the last export listed and this one no longer writes should be removed, with its empty folder"
+    )
+    listed = (student / release.MANIFEST).read_text()
+    assert f"\n{release.NOTEBOOK}\n" in listed and "NOTES.md" not in listed and "old.py" not in listed, (
+        f"the manifest should list the notebook and neither NOTES.md nor old.py, got:\n{listed}"
+    )
+
+
+def test_export_refuses_a_directory_that_is_not_an_export(tmp_path, capsys):
+    student = tmp_path / "student"
+    (student / ".git").mkdir(parents=True)
+    (student / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (student / "README.md").write_text("someone else's repository\n")
+    before = snapshot(student)
+    with pytest.raises(ValueError, match=f"no {release.MANIFEST}.*new or empty directory"):
+        release.export_student_tree(REPO, RELEASE, student, "README\n")
+    autograder = write_config(tmp_path, student_repo='"cs999/specdec"')
+    argv = ["release", "--autograder", autograder, "--out", str(tmp_path / "out"), "--student-repo", str(student)]
+    assert main(argv) == 2, "release --student-repo into a directory that is not an export must exit with status 2"
+    err = capsys.readouterr().err
+    assert "not a previous export" in err, f"the refusal should say the directory is not a previous export: {err!r}"
+    assert snapshot(student) == before, f"a refused export should leave every file as it was: {sorted(before)}"
+    assert not (tmp_path / "out").exists(), "a refused release should not write the notebook either"
+
+
+def test_deadline_is_read_with_its_timezone(tmp_path):
+    write_config(tmp_path, due='"2026-12-05T23:59:00-08:00"', grace_minutes="15")
+    deadline = course_config.load_config(tmp_path / "autograder").deadline
+    assert deadline.due.utcoffset() == timedelta(hours=-8) and deadline.grace_minutes == 15, (
+        f"the deadline should be due at UTC-8 with 15 grace minutes, got {deadline}"
+    )
+    shutil.rmtree(tmp_path / "autograder")
+    write_config(tmp_path, due='"2026-12-05T23:59:00"')
+    with pytest.raises(ValueError, match=r"\[deadline\] due must be .* timezone"):
+        course_config.load_config(tmp_path / "autograder")
+
+
+def test_student_readme_states_the_recorded_run_times(tmp_path):
+    seconds = release.run_seconds()
+    readme = release.student_readme()
+    assert f"| finished | {seconds['finished'][0]} s | {seconds['finished'][1]} s |" in readme, readme
+    with pytest.raises(ValueError, match="time-notebook"):
+        release.run_seconds(tmp_path / "none.json")
+
+
+def test_time_notebook_records_one_total_at_a_time(tmp_path):
+    from specdec_course.commands.time_notebook import record_time
+
+    path = tmp_path / "times.json"
+    for which in ("blank", "finished"):
+        for cache, seconds in (("fresh", 20.4), ("warm", 9.6)):
+            record_time(path, which, cache, seconds, f"specdec-course time-notebook ({which}, {cache})")
+    assert release.run_seconds(path) == {"blank": (20, 10), "finished": (20, 10)}
+    record_time(path, "blank", "warm", 7.2, "again")
+    assert release.run_seconds(path)["blank"] == (20, 7), "a new measurement replaces its own total only"

@@ -1,0 +1,453 @@
+"""Feedback pages from nbgrader's own generate_feedback show each verdict and the student's own frames, never a
+hidden check, a grader path or the staff's notes.
+
+One throwaway course is shared by the module: a released notebook (answer, locked test, report graded by hand),
+students' autograded notebooks as the kit writes them, their gradebook rows set through nbgrader's API, and a fake
+autograder folder whose hidden.py a student printed. The pages come from the `nbgrader generate_feedback` command.
+
+Example run: python -m pytest tests/course/grading/test_feedback.py -q
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.api import Gradebook
+
+from specdec_course.core.nbgrader_course import (
+    ASSIGNMENT,
+    BEGIN_HIDDEN,
+    END_HIDDEN,
+    FORBIDDEN_TEXT,
+    NOTEBOOK,
+    nbgrader_env,
+    write_course_config,
+)
+from specdec_course.grading import feedback, safe_html
+from specdec_course.grading.feedback import (
+    PENDING,
+    SCRUBBED,
+    clean_for_feedback,
+    feedback_config,
+    generate_feedback,
+    grader_secrets,
+    hidden_lines,
+    leaks,
+)
+
+from conftest import REPO, image_widths, needs_chromium, pixels_of_colour, screenshot, title_after_scripts
+from corpora import HOSTILE_MARKDOWN, PLOT_WIDTH, READER_MARKER, hostile_outputs
+
+# nbgrader's gradebook API warns about objects "not in session" on every new submission: noise (TOOLCHAIN.md).
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+NBGRADER_TIMEOUT = 120  # a hung nbgrader fails the test instead of stalling the suite
+NOTEBOOK_ID = Path(NOTEBOOK).stem
+TEST_POINTS, REPORT_POINTS = 5, 10
+MESSAGE = "add(1, 2) must be 3, got -1"
+STAFF_NOTE = "static scan flag: the answer cell opens files outside the notebook"
+# The fake hidden.py: the lines a page must never show, then lines students may see or that are too plain to count.
+HIDDEN = [
+    '"""Fake hidden checks of the feedback tests: a page that shows these lines is withheld."""',
+    'SECRET_CASES = ("the quartermaster counts seventeen lanterns", 40, 2)',
+    "def check_add_hidden(add):",
+    'assert add(40, 2) == 42, "the hidden sum of forty and two went wrong"',
+]
+PUBLIC_ASSERT = 'assert add(1, 2) == 3, "add(1, 2) must be 3"'  # the visible test, in the release
+NOT_HIDDEN = [
+    "from specdec_kit import checks",  # an import students write themselves
+    "# a comment that is long enough to count as a line",
+    'ASSIGNMENT = "speculative_decoding"',  # in the public package (release.py)
+    PUBLIC_ASSERT,
+    'return "too short"',
+]
+HIDDEN_PY = "\n".join([HIDDEN[0], "", NOT_HIDDEN[0], NOT_HIDDEN[1], HIDDEN[1], NOT_HIDDEN[2], "", "",
+                       HIDDEN[2], f"    {HIDDEN[3]}", f"    {PUBLIC_ASSERT}", f"    {NOT_HIDDEN[4]}", ""])
+
+
+def nbgrader_meta(**nbgrader) -> dict:
+    return {"nbgrader": {"schema_version": 3, **nbgrader}}
+
+
+def source_notebook() -> nbformat.NotebookNode:
+    """What the kit's grading course holds as its source: a student release (no solutions, no hidden tests)."""
+    return new_notebook(cells=[
+        new_markdown_cell("# Adding numbers"),
+        new_code_cell("def add(a, b):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+                      metadata=nbgrader_meta(grade=False, solution=True, locked=False, grade_id="add")),
+        new_code_cell(f'"""Check that add sums two numbers"""\n{PUBLIC_ASSERT}',
+                      metadata=nbgrader_meta(grade=True, solution=False, locked=True, grade_id="test_add",
+                                             points=TEST_POINTS)),
+        new_markdown_cell("Explain how `add` works.",
+                          metadata=nbgrader_meta(grade=True, solution=True, locked=False, grade_id="report",
+                                                 points=REPORT_POINTS)),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+def write_grader(root: Path, release: nbformat.NotebookNode) -> Path:
+    """The instructors' side: autograder/ (the fake hidden.py, a config) next to assignment/ (the release)."""
+    autograder = root / "autograder"
+    autograder.mkdir(parents=True)
+    (autograder / "hidden.py").write_text(HIDDEN_PY)
+    (autograder / "config.toml").write_text("[limits]\ncheck_seconds = 60  # any one check, in seconds\n")
+    (root / "assignment").mkdir()
+    nbformat.write(release, root / "assignment" / NOTEBOOK)
+    return autograder
+
+
+def kernel_error(autograder: Path) -> nbformat.NotebookNode:
+    """A failure as IPython records it: the test cell, a frame in a hidden file, the student's own frame."""
+    return new_output("error", ename="CheckFailed", evalue=f"{MESSAGE} (checked by {autograder}/hidden.py)",
+                      traceback=[
+        "\x1b[0;31mCheckFailed\x1b[0m                               Traceback (most recent call last)",
+        f"Cell \x1b[0;32mIn[2], line 3\x1b[0m\n      1 {BEGIN_HIDDEN}\n----> 3 check_add_hidden(add)",
+        f"File \x1b[0;32m{autograder}/hidden.py:9\x1b[0m, in \x1b[0;36mcheck_add_hidden\x1b[0;34m()\x1b[0m\n"
+        f"----> 9     {HIDDEN[3]}",
+        "Cell \x1b[0;32mIn[1], line 2\x1b[0m, in \x1b[0;36madd\x1b[0;34m(a, b)\x1b[0m\n----> 2 return a - b",
+        f"\x1b[0;31mCheckFailed\x1b[0m: {MESSAGE}",
+    ])
+
+
+def rounds_picture() -> nbformat.NotebookNode:
+    """What a failing visible check draws in its test cell (`checks.run_test`): a decode's rounds, here correct
+    decoding's on the scripted pair with one bonus token dropped, over correct decoding's."""
+    import copy
+
+    from specdec_kit import zoo
+    from specdec_kit.baseline import prompt_for_token, zoo_tokenizer
+    from specdec_kit.checks.answers import answers_or_recorded
+    from specdec_kit.rounds import compare, compare_text, scripted_rounds
+
+    start = zoo.scripted_script().cycle[10]
+    tokenizer = zoo_tokenizer()
+    expected = scripted_rounds(tokenizer(prompt_for_token(start)).input_ids,
+                               answers_or_recorded(None).rounds(start, 4, 24), 24, tokenizer.decode)
+    yours = copy.deepcopy(expected)
+    next(r for r in yours.rounds if r.bonus).target_token = None
+    title = "test_counts, a prompt (k=4, max_tokens=24): your rounds, each above correct decoding's"
+    return new_output("display_data", data={"text/html": compare(yours, expected, title),
+                                            "text/plain": compare_text(yours, expected, title)})
+
+
+def with_hostile_cells(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`notebook` with markdown in its report and outputs in a cell of its own that would run scripts in the page
+    (tests/corpora.py), and a plot."""
+    notebook.cells[-1].source += f"\n\n{HOSTILE_MARKDOWN}"
+    notebook.cells.insert(-1, new_code_cell("show()", execution_count=4, outputs=hostile_outputs()))
+    return notebook
+
+
+def passed() -> nbformat.NotebookNode:
+    return new_output("stream", name="stdout", text=f"The kit's grading of test_add: passed ({TEST_POINTS} points)\n")
+
+
+def role_cell(role: str, text: str) -> nbformat.NotebookNode:
+    return new_markdown_cell(text, metadata={"specdec": {"role": role}})
+
+
+def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output, extra_cells=(), before=()):
+    """The notebook the kit writes to autograded/: verdict and staff cells on top, the verdict in the test cell."""
+    notebook = nbformat.from_dict(release)
+    intro, answer_cell, test_cell, report = notebook.cells
+    answer_cell.source, answer_cell.execution_count = answer, 1
+    answer_cell.outputs = [new_output("stream", name="stderr",
+                                      text=f"{sys.prefix}/lib/python3.11/site-packages/torch/x.py:3: UserWarning\n")]
+    # Older courses left the hidden region in the test cell's source: it must be cut all the same.
+    test_cell.source += f"\n{BEGIN_HIDDEN}\ncheck_add_hidden(add)\n{END_HIDDEN}"
+    test_cell.execution_count, test_cell.outputs = 2, [*before, test_output]
+    report.source = "I add the two numbers with `+`."
+    notebook.cells = [role_cell("verdict", "**Auto-graded by the kit.**"), role_cell("staff", STAFF_NOTE),
+                      intro, answer_cell, *extra_cells, test_cell, report]
+    return notebook
+
+
+def record_grades(course: Path, student: str, test_score: float) -> None:
+    """The gradebook rows the kit writes after autograde: the verdict's points in the test cell's auto_score."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        gradebook.update_or_create_student(student)
+        gradebook.update_or_create_submission(ASSIGNMENT, student)
+        grade = gradebook.find_grade("test_add", NOTEBOOK_ID, ASSIGNMENT, student)
+        grade.auto_score, grade.needs_manual_grade = test_score, False
+        gradebook.db.commit()
+
+
+def grade_report(course: Path, student: str, score: float) -> None:
+    """What formgrader does when a grader saves a manual score."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grade = gradebook.find_grade("report", NOTEBOOK_ID, ASSIGNMENT, student)
+        grade.manual_score, grade.needs_manual_grade = score, False
+        gradebook.db.commit()
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
+                          capture_output=True, text=True, timeout=NBGRADER_TIMEOUT)
+
+
+def page_path(course: Path, student: str) -> Path:
+    return course / "feedback" / student / ASSIGNMENT / Path(NOTEBOOK).with_suffix(".html")
+
+
+def plain(page: str) -> str:
+    """The page's text as a reader sees it: code is split into highlighting spans and escaped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+@dataclass
+class Course:
+    root: Path
+    grader: Path  # the folder holding autograder/ and assignment/
+    run: subprocess.CompletedProcess  # the first `nbgrader generate_feedback` over every student
+    pages: dict[str, str]  # student -> the HTML that run wrote (absent: none written)
+
+    def describe(self) -> str:
+        return f"nbgrader exit {self.run.returncode}, log tail:\n{(self.run.stdout + self.run.stderr)[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Course:
+    """alice fails the test in her own code (her report and a cell of hers also hold what would run scripts), bob's
+    extra cell printed hidden.py, carol passes; no report graded."""
+    root = tmp_path_factory.mktemp("feedback")
+    course, grader = root / "course", root / "grader"
+    (course / "source" / ASSIGNMENT).mkdir(parents=True)
+    write_course_config(course, *feedback_config(grader / "autograder", course))
+    nbformat.write(source_notebook(), course / "source" / ASSIGNMENT / NOTEBOOK)
+    done = nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    assert done.returncode == 0, f"nbgrader generate_assignment must succeed; got:\n{done.stdout}\n{done.stderr}"
+    release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    autograder = write_grader(grader, release)
+    printed = new_code_cell("print(open('../../../../autograder/hidden.py').read())", execution_count=5,
+                            outputs=[new_output("stream", name="stdout", text=HIDDEN_PY)])
+    notebooks = {
+        "alice": (with_hostile_cells(autograded_notebook(release, "def add(a, b):\n    return a - b",
+                                                         kernel_error(autograder), before=[rounds_picture()])), 0),
+        "bob": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(), [printed]), TEST_POINTS),
+        "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed()), TEST_POINTS),
+    }
+    for student, (notebook, score) in notebooks.items():
+        path = course / "autograded" / student / ASSIGNMENT / NOTEBOOK
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
+        record_grades(course, student, score)
+    run = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
+    pages = {s: page_path(course, s).read_text() for s in notebooks if page_path(course, s).is_file()}
+    return Course(course, grader, run, pages)
+
+
+# ---------------------------------------------------------------------------------------------
+# nbgrader's own generate_feedback, with the course's config
+
+
+@pytest.mark.slow
+def test_page_shows_verdict_and_students_frames(course):
+    assert "alice" in course.pages, f"nbgrader must write alice's page; {course.describe()}"
+    text = plain(course.pages["alice"])
+    assert MESSAGE in text, f"the page must show the test cell's verdict {MESSAGE!r}"
+    assert "Cell In[1], line 2, in add" in text and "return a - b" in text, \
+        "the page must show the frame in the student's own cell, with the line that failed"
+    assert f"{SCRUBBED}/lib/python3.11/site-packages/torch" in text, \
+        "a grader path in an output must read <grader>, the rest of the line kept"
+    assert "carol" in course.pages and passed().text in plain(course.pages["carol"]), \
+        f"carol's page must show her test cell's verdict {passed().text!r}; {course.describe()}"
+    drawn = re.search(r"<tr class=.round yours sd-first.>", course.pages["alice"])  # the page quotes attributes anew
+    assert drawn and "first difference: round" in text, \
+        "the rounds a failing visible check drew in its test cell must be on the page"
+
+
+@pytest.mark.slow
+def test_page_hides_what_students_must_not_see(course):
+    page = course.pages["alice"]
+    text = plain(page)
+    forbidden = {"course path": str(course.root), "autograder path": str(course.grader), "sys.prefix": sys.prefix,
+                 "raw traceback": "Traceback (most recent call last)", "staff note": STAFF_NOTE,
+                 **{f"marker {marker!r}": marker for marker in FORBIDDEN_TEXT},
+                 **{f"hidden line {i}": line for i, line in enumerate(HIDDEN)}}
+    shown = [name for name, item in forbidden.items() if item in page or item in text]
+    assert shown == [], f"alice's page must show none of these, yet shows {shown}"
+    assert "Auto-graded by the kit." in text, "the kit's verdict cell must stay on the page"
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_page_runs_no_script_of_the_students_and_still_shows_her_plot_and_rounds(course, tmp_path):
+    """alice's page, as nbgrader wrote it, in headless Chromium: none of her cells' scripts ran (each would have
+    set the title), her plot decodes under the page's Content-Security-Policy, the round view keeps its colours."""
+    page = tmp_path / "alice.html"
+    page.write_text(course.pages["alice"])
+    assert safe_html.unsafe(course.pages["alice"]) == [], "the page holds nothing outside the sanitiser's allow-list"
+    assert READER_MARKER not in title_after_scripts(page), "a script of alice's ran in her page"
+    assert PLOT_WIDTH in image_widths(page), f"alice's plot decodes: widths {image_widths(page)}"
+    assert pixels_of_colour(screenshot(page), "#c8f0c8") >= 20, "the round view's accepted drafts keep their colour"
+
+
+@pytest.mark.slow
+def test_report_not_graded_yet_shows_pending(course):
+    text = plain(course.pages["alice"])
+    assert f"{PENDING} ({REPORT_POINTS} points)." in text, f"an ungraded report must read {PENDING!r} with its points"
+    assert f"/ {REPORT_POINTS:.1f}" not in text, \
+        f"an ungraded report must show no score out of {REPORT_POINTS:.1f} (nbgrader would print 0.0)"
+    assert "I add the two numbers" in text, "the student's report text must stay"
+
+
+@pytest.mark.slow
+def test_report_graded_by_hand_shows_its_score(course):
+    grade_report(course.root, "carol", 7)
+    done = nbgrader(course.root, "generate_feedback", ASSIGNMENT, "--student", "carol", "--force")
+    page = page_path(course.root, "carol")
+    assert done.returncode == 0 and page.is_file(), f"nbgrader must write carol's page; got:\n{done.stderr[-3000:]}"
+    text = plain(page.read_text())
+    assert f"Score: 7.0 / {REPORT_POINTS:.1f}" in text, "a graded report must show its manual score, 7.0 / 10.0"
+    assert PENDING not in text, f"a graded report must not read {PENDING!r}"
+
+
+@pytest.mark.slow
+def test_page_that_would_show_hidden_source_is_not_written(course):
+    assert "bob" not in course.pages, "bob's page quotes hidden.py: nbgrader must write none"
+    log = course.run.stdout + course.run.stderr
+    assert course.run.returncode != 0 and "FeedbackError" in log and "'bob'" in log, \
+        f"nbgrader must fail bob's page with CleanFeedback's reason; {course.describe()}"
+    assert "carol" in course.pages, f"carol's page, in the same run, must still be written; {course.describe()}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's generate_feedback
+
+
+@pytest.mark.slow
+def test_generate_feedback_copies_clean_pages_and_says_why_others_are_withheld(course, tmp_path):
+    carol_page = page_path(course.root, "carol")
+    carol_before = carol_page.stat().st_mtime_ns
+    results = generate_feedback(course.root, tmp_path, ["alice", "bob"])
+    assert results.keys() == {"alice", "bob"}, f"one result per student asked for; got {sorted(results)}"
+    assert results["alice"] == "" and (tmp_path / "alice.html").is_file(), \
+        f"alice's page must be copied out; got reason {results['alice']!r}"
+    assert "would show" in results["bob"] and "check_add_hidden" in results["bob"], \
+        f"bob's reason must name what his page would show; got {results['bob']!r}"
+    assert not (tmp_path / "bob.html").exists(), "bob's page must not be copied out"
+    assert carol_page.stat().st_mtime_ns == carol_before, "the page of a student not asked for must be left alone"
+
+
+@pytest.mark.slow
+def test_generate_feedback_deletes_a_page_that_leaks(course, tmp_path, monkeypatch):
+    """A leak that only the HTML shows (here: a "secret" the page's verdict cell holds) withholds the page."""
+    secrets, hidden = feedback._course_guards(course.root)
+    monkeypatch.setattr(feedback, "_course_guards", lambda _: (secrets, [*hidden, "Auto-graded by the kit."]))
+    results = generate_feedback(course.root, tmp_path, ["alice"])
+    assert "Auto-graded by the kit." in results["alice"], \
+        f"the reason must name what the page showed; got {results['alice']!r}"
+    assert not (tmp_path / "alice.html").exists(), "a leaking page must not be copied out"
+    assert not page_path(course.root, "alice").exists(), "a leaking page must be deleted from nbgrader's folder"
+
+
+@pytest.mark.slow
+def test_generate_feedback_names_a_student_with_no_notebook(course, tmp_path):
+    reason = generate_feedback(course.root, tmp_path, ["nobody"])["nobody"]
+    assert "autograde the submission first" in reason, f"a missing notebook must be named as such; got {reason!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure units
+
+
+def test_cleaning_drops_staff_cell_hidden_region_and_other_frames(tmp_path):
+    release = source_notebook()
+    notebook = autograded_notebook(release, "def add(a, b):\n    return a - b", kernel_error(Path("/srv/ag")))
+    cleaned = clean_for_feedback(notebook, ["/srv/ag"])
+    roles = [c.metadata.get("specdec", {}).get("role") for c in cleaned.cells]
+    assert roles.count("staff") == 0 and roles.count("verdict") == 1, f"only the staff cell must go; roles {roles}"
+    test_cell = cleaned.cells[3]
+    assert BEGIN_HIDDEN not in test_cell.source and PUBLIC_ASSERT in test_cell.source, \
+        "the hidden region must be cut and the visible test kept"
+    expected = ["Cell In[1], line 2, in add(a, b)\n----> 2 return a - b",
+                f"CheckFailed: {MESSAGE} (checked by <grader>/hidden.py)"]
+    assert test_cell.outputs[0].traceback == expected, \
+        f"a traceback must keep the student's frames and its last line, paths scrubbed; got {test_cell.outputs[0]}"
+    assert notebook.cells[1].metadata["specdec"]["role"] == "staff", "cleaning must work on a copy"
+
+
+def test_a_failing_visible_checks_rounds_stay_and_leak_nothing(tmp_path):
+    """The rounds a visible check drew pass the cleaning as they are, and the course's real guards (its autograder
+    folder's hidden lines, the grader's paths) find nothing in them, so the page is written."""
+    picture = rounds_picture()
+    notebook = autograded_notebook(source_notebook(), "def add(a, b):\n    return a - b",
+                                   kernel_error(Path("/srv/ag")), before=[picture])
+    secrets = grader_secrets(tmp_path / "course", REPO / "autograder")
+    cleaned = clean_for_feedback(notebook, secrets)
+    kept = [o for c in cleaned.cells for o in c.get("outputs", []) if o.output_type == "display_data"]
+    assert kept == [picture], "the drawn rounds must stay on the page unchanged"
+    assert leaks("\n".join(feedback._strings(picture)), secrets, hidden_lines(REPO / "autograder")) == [], \
+        "the drawn rounds show nothing of the grader's"
+
+
+def test_leaks_sees_through_html_escaping_and_highlighting():
+    page = ('<span class="n">check_add_hidden</span><span class="p">(</span>add<span class="p">):</span> '
+            'File &quot;<span class="ansi-green-fg">/opt/x.py</span>&quot;, line 3 '
+            '<span class="kn">from</span> <span class="nn">autograder</span>')
+    assert leaks(page, [], ["def check_add_hidden(add):", "check_add_hidden(add):"]) == \
+        ["from autograder", "check_add_hidden(add):"], "leaks must find the marker and the hidden line in its text"
+    line = r"""note = "it's " + "\n".join(cases)"""
+    shown = r"""'note = "it\'s " + "\\n".join(cases)\n'"""  # the file's text as an expression cell shows it
+    assert leaks(shown, [], [line]) == [line], "leaks must find a hidden line inside the repr of the file's text"
+
+
+@pytest.mark.parametrize("prefix", ["", "x", "xy"])
+def test_leaks_sees_hidden_lines_encoded(prefix):
+    """The hidden file printed as hex or base64, the line anywhere in it (base64's three alignments)."""
+    import base64
+
+    line = "def check_add_hidden(add, cases=HIDDEN_CASES):"
+    text = f"{prefix}# hidden checks\n{line}\n    return add(2, 3) == 5\n".encode()
+    for shown in (text.hex(), base64.b64encode(text).decode()):
+        assert leaks(f"output: {shown}", [], [line]) == [line], f"{shown[:40]}... holds the hidden line encoded"
+
+
+def test_students_own_warnings_are_not_leaks():
+    """A library's warning with its file and frames (torch.compile prints such), paths scrubbed: shown, not withheld."""
+    warning = ('<grader>/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py:1016: UserWarning: '
+               'recompile limit reached\n  File "<grader>/lib/python3.11/site-packages/torch/nn/modules/module.py", '
+               'line 1751, in _call_impl\nTraceback (most recent call last):\n')
+    assert leaks(warning, ["/srv/grader"], ["def check_add_hidden(add):"]) == [], \
+        "a student's own output (a library's warning, a traceback they printed) is theirs to see"
+
+
+def test_hidden_lines_skip_short_import_comment_and_public_lines(tmp_path):
+    autograder = write_grader(tmp_path, source_notebook())
+    lines = hidden_lines(autograder)
+    assert sorted(HIDDEN) == sorted(line for line in lines if "check_seconds" not in line), \
+        f"hidden lines must be the fake hidden.py's long, private lines; got {lines}"
+    assert "check_seconds = 60  # any one check, in seconds" in lines, "*.toml lines count too"
+    assert not set(NOT_HIDDEN) & set(lines), "short, import, comment and public lines must not count"
+
+
+def test_hidden_lines_need_the_release(tmp_path):
+    (tmp_path / "autograder").mkdir()
+    with pytest.raises(feedback.FeedbackError, match="no student release"):
+        hidden_lines(tmp_path / "autograder")
+
+
+def test_grader_secrets_are_resolved_and_longest_first(tmp_path):
+    real = tmp_path / "real"
+    (real / "autograder").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    secrets = grader_secrets(tmp_path / "course", tmp_path / "link" / "autograder")
+    assert {str(tmp_path / "link" / "autograder"), str(real / "autograder"), sys.prefix} <= set(secrets), \
+        f"secrets must hold the autograder folder as given and resolved, and sys.prefix; got {secrets}"
+    assert [len(s) for s in secrets] == sorted((len(s) for s in secrets), reverse=True), \
+        f"secrets must be longest first, so no prefix is replaced before its longer path; got {secrets}"
+
+
+def test_config_runs_clean_feedback_after_nbgraders_preprocessors():
+    lines = feedback_config(Path("/srv/ag"), Path("/srv/course"))
+    text = "\n".join(lines)
+    assert text.index("GetGrades") < text.index("CSSHTMLHeaderPreprocessor") < text.index(".CleanFeedback'"), \
+        f"CleanFeedback must run last, after GetGrades and the CSS header; got\n{text}"
+    assert "c.CleanFeedback.autograder_dir = '/srv/ag'" in lines and "c.CleanFeedback.course_root = '/srv/course'" \
+        in lines, f"the config must set both traits; got\n{text}"

@@ -1,0 +1,132 @@
+"""The channel between the grader and its grading children (`specdec_course.sandbox.host`): whole messages of any size,
+hidden requests named in the grader's words, and the grader's own failures told apart from the submission's.
+
+Example run: python -m pytest tests/course/sandbox/test_child.py -q
+"""
+
+import concurrent.futures
+import json
+import time
+
+import pytest
+
+from specdec_course.grading import batch, row
+from specdec_course.sandbox import host
+from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
+from specdec_course.sandbox.host import GraderFailed, Host
+from specdec_course.sandbox.models import ModelServer
+from specdec_kit import settings
+from specdec_kit.adapters import cells_to_consider
+
+from corpora import long_docstrings
+
+EIGHT_MB = 8 << 20
+CHILDREN = pytest.mark.slow  # a grading child's host imports torch and transformers: seconds each
+
+
+def child_with(cells: list[tuple[str, str]], models: ModelServer | None = None) -> Child:
+    return Child(Host(None), cells, threads=settings.test_threads(), models=models)
+
+
+@CHILDREN
+def test_a_child_takes_definitions_of_eight_megabytes_whole():
+    """A start message far past what one read of a stream socket returns (36 KB cut the course's one real student
+    solution short) arrives whole: the child defines the class after 8 MB of docstring."""
+    big = 'def explained():\n    """' + "speculative decoding, explained at length. " * (EIGHT_MB // 43) + '"""\n'
+    cells = [("explained", big), ("decoder", "class Decoder:\n    pass\n")]
+    assert sum(len(source) for _, source in cells) > EIGHT_MB
+    child = child_with(cells)
+    try:
+        child.request({"kind": "load", "pair": "scripted", "class": "Nothing"}, seconds=120)
+        assert child.load_problems == [] and {"Decoder"} <= set(child.classes), (child.load_problems, child.classes)
+    finally:
+        child.close()
+        child.host.close()
+
+
+@CHILDREN
+def test_the_solution_with_a_hundred_kilobytes_of_docstrings_passes_from_a_child():
+    """The corpus's long_docstrings (100 KB of docstrings and comments) loads and answers as the solution does."""
+    from specdec_kit import checks
+
+    cells = [(label, source) for _, label, source, _ in cells_to_consider(long_docstrings())]
+    child = child_with(cells, ModelServer(["scripted"]))
+    try:
+        checks.check_verify_alignment(ChildRunner(child, "SpeculativeDecoder", seconds=120))
+    finally:
+        child.close()
+        child.host.close()
+
+
+@CHILDREN
+def test_a_hidden_request_names_what_the_grader_called_not_what_the_child_said():
+    """A child that announces a call of its own making (here: a hidden prompt's text) and hangs is named by the method
+    the grader asked for."""
+    sneaky = ("class Sneaky:\n    def __init__(self, *args, **kwargs):\n"
+              "        import time\n        while True:\n            time.sleep(1)\n"
+              "    from specdec_kit import probes as _p\n"
+              "    _call = _p.call_student\n"
+              "    def _announce(method, fn, *args, emit, describe='', _call=_call):\n"
+              "        return _call(method, fn, *args, emit=emit, describe='the prompt the grader kept hidden')\n"
+              "    _p.call_student = _announce\n")
+    child = child_with([("sneaky", sneaky)])
+    request = {"kind": "decode", "pair": "scripted", "cases": [["hidden text", 4, 2]]}
+    try:
+        with pytest.raises(ChildFailed) as shown:
+            ChildRunner(child, "Sneaky", seconds=3).run(request)
+        assert "kept hidden" in shown.value.method, "a visible request names the call the child announced"
+        with pytest.raises(ChildFailed) as hidden:
+            ChildRunner(child, "Sneaky", seconds=3, hidden=_Inputs()).run(request)
+        assert hidden.value.method == "speculative_decode", hidden.value.method
+    finally:
+        child.close()
+        child.host.close()
+
+
+class _Inputs:
+    def __init__(self):
+        self.requests = []
+
+    def add(self, request):
+        self.requests.append(request)
+
+
+def test_a_host_that_does_not_start_is_the_graders_failure(monkeypatch, tmp_path):
+    """No student code runs in a host before it says it is ready: if it never does, the grader failed."""
+    script = tmp_path / "broken_host.py"
+    script.write_text("print('not ready', flush=True)\n")
+    monkeypatch.setattr(host, "HOST_SCRIPT", script)
+    child = child_with([("empty", "x = 1\n")])
+    started = time.monotonic()
+    with pytest.raises(GraderFailed, match="did not start"):
+        child.request({"kind": "load", "pair": "scripted", "class": "X"}, seconds=30)
+    assert time.monotonic() - started < 30
+    child.host.close()
+
+
+def test_a_grader_failure_is_an_error_row_that_says_how_to_grade_again(tmp_path):
+    """Never a student's 0 with status graded: the row says the grader failed and names --student; the batch's count
+    and the class report find it by its words."""
+    future = concurrent.futures.Future()
+    future.set_exception(GraderFailed("the grading child's host did not start"))
+    submission = batch.Submission("alice", tmp_path / "alice.ipynb")
+    grade = batch._result(future, submission, tmp_path / "logs")
+    assert grade.status == "error" and grade.score == 0 and not grade.tests, grade
+    assert row.is_grader_failure(grade.status, grade.message), grade.message
+    assert "--student alice" in grade.message and "did not start" in grade.message, grade.message
+    assert (tmp_path / "logs" / "alice.error.log").is_file()
+    assert not row.is_grader_failure("error", "the notebook's own run could not start")
+
+
+@CHILDREN
+def test_each_event_a_child_sends_is_one_message():
+    """The child's events are framed (a length before each): a json object of several megabytes is read whole."""
+    big = "class Talker:\n    def __init__(self, *args, **kwargs):\n        raise ValueError('x' * (4 << 20))\n"
+    child = child_with([("talker", big)])
+    try:
+        with pytest.raises(Exception) as raised:
+            ChildRunner(child, "Talker", seconds=60).run({"kind": "load", "pair": "scripted"})
+        assert len(str(raised.value)) > 4 << 20 and json.dumps(str(raised.value))
+    finally:
+        child.close()
+        child.host.close()
