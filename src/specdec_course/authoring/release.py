@@ -3,7 +3,7 @@ recorded answers (`answers.py`).
 
     specdec-course release                      # solutions/ -> assignment/speculative_decoding.ipynb
     specdec-course release --check              # exit 1 if assignment/ or the answers differ from a fresh release
-    specdec-course release --student-repo DIR   # also export the tree the course publishes to students
+    specdec-course release --student-repo DIR   # instead, export the tree the course publishes to students
 
 nbgrader's generate_assignment runs in a throw-away course directory; its output is written with
 the notebook's cell ids kept and jupytext's pairing metadata dropped, so two releases are identical
@@ -23,8 +23,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import nbformat
-
 from ..core import config as course_config
 from ..core import pins
 from ..core.nbgrader_course import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
@@ -32,6 +30,7 @@ from ..core.nbgrader_course import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, gene
 # What the student tree holds (its path: the repository's path): the student distribution and its data.
 STUDENT_TREE = {"src/specdec_kit": "src/specdec_kit", "data": "data",
                 "pyproject.toml": "packaging/student/pyproject.toml"}
+STUDENT_ANSWERS = "src/specdec_kit/checks/answers.json"  # the visible checks' recorded answers, in the tree
 INSTRUCTOR_ONLY = ("solutions", "autograder", "tests", "packaging", "specdec_course")
 # Seconds of a whole run (blank or finished; first run on a machine, later runs), recorded by `specdec-course
 # time-notebook [--finished] [--fresh-cache] --record docs/figures/notebook-times.json`; the student README states them.
@@ -59,6 +58,8 @@ def source_notebook(solution: Path, config: course_config.CourseConfig | None = 
 
 def render_release(solution: Path, config: course_config.CourseConfig | None = None) -> str:
     """The release notebook's text, from nbgrader's generate_assignment on `solution`."""
+    import nbformat  # seconds to import: commands that refuse early never need it
+
     with tempfile.TemporaryDirectory() as tmp:
         course_dir = Path(tmp)
         write_course_config(course_dir)
@@ -156,8 +157,10 @@ classes outside your notebook: only the imports, functions, classes and constant
 """
 
 
-def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_readme: str) -> Path:
-    """Write what students may see into `dest`, checked first: a new directory, an empty one or a previous export.
+def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_readme: str,
+                        answers: str | None = None) -> Path:
+    """Write what students may see into `dest`, checked first: a new directory, an empty one or a previous export;
+    `answers` is the text of the recorded answers to ship (default: the repository's answers.json).
 
     Only the kit's files are written (replaced if there); `.git` and whatever else the kit did not write stay.
     A file the previous export wrote (its MANIFEST lists it) that this one no longer writes is removed. A
@@ -172,6 +175,8 @@ def export_student_tree(repo: Path, release_notebook: Path, dest: Path, student_
             else:
                 shutil.copy(source, staged / name)
         shutil.copy(release_notebook, staged / NOTEBOOK)
+        if answers is not None:
+            (staged / STUDENT_ANSWERS).write_text(answers)
         (staged / pins.CONSTRAINTS_NAME).write_text(pins.constraints(repo / "environment.yml"))
         (staged / "README.md").write_text(student_readme)
         check_student_tree(staged)

@@ -1,12 +1,15 @@
 """The student release: stubs that fail at once, a student tree with nothing instructors keep, published only
-with the course's own repository and tag, and updated in place."""
+with the course's own repository and tag (placeholders refused before any work), created or updated in place, and
+the instructor's checkout left as it was."""
 
 import shutil
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 
-from specdec_course.authoring import release
+from specdec_course.authoring import answers, release
 from specdec_course.cli import main
 from specdec_course.core import config as course_config
 from specdec_course.core import pins
@@ -86,20 +89,40 @@ def test_publishing_refuses_placeholders(tmp_path, capsys, values, key):
     )
 
 
+def test_placeholders_are_refused_before_any_work(tmp_path):
+    """Nothing heavy (nbformat, nbgrader, the recorded answers' checks) is imported before the refusal."""
+    probe = ("import sys\nfrom specdec_course.cli import main\n"
+             f"code = main(['release', '--student-repo', {str(tmp_path / 'student')!r}])\n"
+             "print(code, sorted(m for m in ('nbformat', 'specdec_course.authoring.answers', 'specdec_kit.checks') "
+             "if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "2 []", f"the refusal should come first (exit 2, nothing imported): {run.stdout!r}, " \
+                                         f"stderr {run.stderr[-500:]!r}"
+
+
 def test_valid_config_publishes_its_repository_and_tag(tmp_path, capsys, monkeypatch):
     autograder = write_config(tmp_path, student_repo='"cs999/specdec"', tag='"v2.0.1"')
     config = course_config.load_config(tmp_path / "autograder")
     assert course_config.placeholder_problems(config) == [], (
         f"cs999/specdec at v2.0.1 should need nothing set, got {course_config.placeholder_problems(config)}"
     )
-    # nbgrader's part is covered by the committed release (`release --check`); here the config's path through
+    # nbgrader's part and the answers are covered by `release --check`; here the config's path through
     monkeypatch.setattr(release, "render_release", lambda solution, config: course_config.install_spec(config))
+    monkeypatch.setattr(answers, "render_answers", lambda solution, autograder: '{"answers": "rendered"}\n')
     monkeypatch.chdir(REPO)
+    checkout = {path: path.read_bytes() for path in (RELEASE, answers.ANSWERS_FILE)}
     student = tmp_path / "student"
-    code = main(["release", "--autograder", autograder, "--out", str(tmp_path / "out"), "--student-repo", str(student)])
-    assert code == 0, (
-        f"release --student-repo with a valid config should exit with 0; stderr: {capsys.readouterr().err}"
+    argv = ["release", "--autograder", autograder, "--student-repo", str(student)]
+    code = main(argv)
+    printed = capsys.readouterr()
+    assert code == 0, f"release --student-repo with a valid config should exit with 0; stderr: {printed.err}"
+    assert "created" in printed.out, f"a new folder is created, and said so: {printed.out!r}"
+    assert main(argv) == 0 and "updated in place" in capsys.readouterr().out, "a second export updates the first"
+    assert {path: path.read_bytes() for path in checkout} == checkout, (
+        "an export leaves the checkout's release notebook and answers as they were"
     )
+    assert (student / release.STUDENT_ANSWERS).read_text() == '{"answers": "rendered"}\n', "the tree ships the " \
+                                                                                          "answers rendered for it"
     notebook, readme = (student / release.NOTEBOOK).read_text(), (student / "README.md").read_text()
     assert notebook == "specdec-kit @ git+https://github.com/cs999/specdec@v2.0.1", (
         f"the notebook's install address should name cs999/specdec at v2.0.1, got {notebook!r}"
