@@ -25,7 +25,8 @@ from . import __version__
 if TYPE_CHECKING:
     import torch
 
-DEFAULT_NOTEBOOK = Path("solutions") / "speculative_decoding.ipynb"
+# Where the notebook is, run from a repository's root: the student repository's, else the course's solution.
+DEFAULT_NOTEBOOKS = (Path("speculative_decoding.ipynb"), Path("solutions") / "speculative_decoding.ipynb")
 
 
 @dataclass
@@ -85,7 +86,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     dtype_name = str(decoder.target_model.dtype).removeprefix("torch.")
     lines = [f"pair: {run.pair or 'custom'} (target {run.target}, draft {run.draft})",
              f"device {run.device}, dtype {dtype_name}, threads {torch.get_num_threads()}, k {args.k}, "
-             f"notebook {args.notebook or DEFAULT_NOTEBOOK}"]
+             f"notebook {_notebook(args.notebook)}"]
     if run.pair in zoo.PAIRS and zoo.pair_info(run.pair)["agreement"] is not None:
         lines.append(f"zoo build: the draft's argmax equals the target's on "
                      f"{zoo.pair_info(run.pair)['agreement']:.0%} of the positions of the kit's prompts")
@@ -208,9 +209,15 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 
 
 def _notebook(path: str | None) -> Path:
-    notebook = Path(path) if path else DEFAULT_NOTEBOOK
-    if not notebook.is_file():
-        raise FileNotFoundError(f"no notebook at {notebook}: run from the repository root or pass --notebook PATH")
+    """`path`, else the first of DEFAULT_NOTEBOOKS here."""
+    if path:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no notebook at {path}: check --notebook PATH")
+        return Path(path)
+    notebook = next((p for p in DEFAULT_NOTEBOOKS if p.is_file()), None)
+    if notebook is None:
+        raise FileNotFoundError(f"no notebook here ({' or '.join(map(str, DEFAULT_NOTEBOOKS))}): run from the "
+                                "repository's root or pass --notebook PATH")
     return notebook
 
 
@@ -251,7 +258,8 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="model dtype (default: float16 on CUDA, float32 on CPU)")
     common.add_argument("--threads", type=int, help="torch CPU threads, set and recorded (default: torch's own)")
-    common.add_argument("--notebook", help=f"notebook whose decoders to run (default: {DEFAULT_NOTEBOOK})")
+    common.add_argument("--notebook", help="notebook whose decoders to run (default: "
+                        f"{' if there, else '.join(map(str, DEFAULT_NOTEBOOKS))})")
     return common
 
 

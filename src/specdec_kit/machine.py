@@ -18,12 +18,10 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def other_busy_cores(seconds: float = 0.5) -> float | None:
-    """Cores kept busy by other processes over `seconds` while this one sleeps (None where psutil is missing)."""
-    try:
-        import psutil
-    except ImportError:
-        return None
+def other_busy_cores(seconds: float = 0.5) -> float:
+    """Cores kept busy by other processes over `seconds` while this one sleeps."""
+    import psutil
+
     return psutil.cpu_percent(interval=seconds) / 100 * cores()
 
 

@@ -9,8 +9,8 @@ nbgrader's generate_assignment runs in a throw-away course directory; its output
 the notebook's cell ids kept and jupytext's pairing metadata dropped, so two releases are identical
 byte for byte. The install address and Colab link are those set in autograder/config.toml (config.py).
 The student tree holds the release notebook, the student package (src/specdec_kit with the student
-distribution's pyproject.toml), data/, constraints.txt (environment.yml's pins, which the README's commands
-and the set-up cell pass to pip) and a student README; never the instructor package, solutions/,
+distribution's pyproject.toml), data/, a .gitignore, constraints.txt (environment.yml's pins, which the README's
+commands and the set-up cell pass to pip) and a student README; never the instructor package, solutions/,
 autograder/ or tests/, which `check_student_tree` verifies. It is written into DIR
 in place: `.git` and files the kit did not write stay, and a manifest (MANIFEST) lists what it wrote.
 """
@@ -29,7 +29,7 @@ from ..core.nbgrader_course import FORBIDDEN_TEXT, NOTEBOOK, NbgraderError, gene
 
 # What the student tree holds (its path: the repository's path): the student distribution and its data.
 STUDENT_TREE = {"src/specdec_kit": "src/specdec_kit", "data": "data",
-                "pyproject.toml": "packaging/student/pyproject.toml"}
+                "pyproject.toml": "packaging/student/pyproject.toml", ".gitignore": "packaging/student/gitignore"}
 STUDENT_ANSWERS = "src/specdec_kit/checks/answers.json"  # the visible checks' recorded answers, in the tree
 INSTRUCTOR_ONLY = ("solutions", "autograder", "tests", "packaging", "specdec_course")
 # Seconds of a whole run (blank or finished; first run on a machine, later runs), recorded by `specdec-course
@@ -95,16 +95,29 @@ def run_seconds(path: Path = NOTEBOOK_TIMES) -> dict[str, tuple[int, int]]:
                          "specdec-course time-notebook [--finished] [--fresh-cache] --record with it") from None
 
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's own index of CPU-only builds
+# The specdec-kit commands the student README shows, each run from the tree's root on the notebook there.
+KIT_COMMANDS = (("specdec-kit rounds", "every round of one decode by your CachedSpeculativeDecoder: out/rounds.html"),
+                ("specdec-kit demo --pair tiny --k 3", "your cached decoder over the kit's prompts, against the "
+                                                       "target alone"),
+                ("specdec-kit bench --pair tiny --k 1,2,4 --repeats 2 --limit 2", "the benchmark over a k sweep, into "
+                                                                                   "out/bench/"),
+                ("specdec-kit zoo", "build the kit's offline models now (a first run builds them anyway)"))
+
+
 def student_readme(config: course_config.CourseConfig | None = None) -> str:
     colab = course_config.colab_url(config or course_config.load_config(), NOTEBOOK)
     seconds = run_seconds()
     torch = pins.environment_pins()["torch"]
+    constraints = pins.CONSTRAINTS_NAME
+    width = max(len(command) for command, _ in KIT_COMMANDS)
+    kit_commands = "\n".join(f"{command:<{width}}  # {what}" for command, what in KIT_COMMANDS)
     return f"""# Speculative decoding: the assignment
 
 [Open the notebook in Colab]({colab}) (Runtime > Change runtime type > T4 GPU), fill in
 every `# YOUR CODE HERE`, and run the test cells: they tell you where you stand. Its first cell installs
 this repository's support package, `specdec_kit` (model loading, offline models, checks, benchmark), at
-this tag. What pip adds for it comes at the versions in `{pins.CONSTRAINTS_NAME}`, the ones the course tested;
+this tag. What pip adds for it comes at the versions in `{constraints}`, the ones the course tested;
 what Colab already has stays as it is (its torch, built for its GPU, and its transformers: the kit runs on
 transformers 4.x and 5.x). Where the kit is installed already, as below, the cell does nothing.
 
@@ -116,38 +129,55 @@ From a clone of this repository:
 
 ```bash
 python3 -m venv .venv && . .venv/bin/activate   # on Windows: .venv\\Scripts\\activate
-pip install torch=={torch}                        # PyTorch first, at the course's version
-pip install -c {pins.CONSTRAINTS_NAME} -e ".[notebook]"  # the support package, JupyterLab and what they need
+pip install -c {constraints} torch=={torch}      # PyTorch first, at the course's version
+pip install -c {constraints} -e ".[notebook]"   # the support package, JupyterLab and what they need
 jupyter lab {NOTEBOOK}
 ```
 
-`{pins.CONSTRAINTS_NAME}` holds the versions the course tested the kit with (PyTorch, transformers, Jupyter and
-the rest); with `-c`, pip installs those versions of them, not newer releases the course has not tried.
+`{constraints}` holds the versions the course tested the kit with (PyTorch, transformers, Jupyter and
+the rest); with `-c`, pip installs those versions of them and of what they need, not newer releases the course
+has not tried.
 
-PyTorch on Linux without an NVIDIA GPU: `pip install torch=={torch}` also downloads several GB of CUDA
-libraries that a CPU never uses. PyTorch's own CPU wheel index serves a CPU-only build of the same version:
-add the `--index-url` that PyTorch's "Get started" page gives for Linux, pip and CPU to that command. On
-macOS and Windows the plain command installs the CPU build.
-
-To run every cell without a browser (the outputs, test messages included, go into `run.ipynb`):
+On Linux without an NVIDIA GPU, install PyTorch with this line instead of the second one: the plain
+`pip install torch` also downloads several GB of CUDA libraries that a CPU never uses, and PyTorch's own index
+serves a CPU-only build of the same version (on macOS and Windows the plain line installs the CPU build):
 
 ```bash
-jupyter nbconvert --to notebook --execute --allow-errors --output run.ipynb {NOTEBOOK}
+pip install -c {constraints} torch=={torch} --extra-index-url {CPU_INDEX}
 ```
+
+To run every cell without a browser (the outputs, test messages included, go into `run.ipynb`; on Windows, leave
+out `--KernelManager.transport=ipc`, which keeps the kernel's messages on local sockets):
+
+```bash
+jupyter nbconvert --to notebook --execute --allow-errors --KernelManager.transport=ipc --output run.ipynb {NOTEBOOK}
+```
+
+`.gitignore` keeps `.venv/`, `run.ipynb` and the commands' `out/` folder out of your commits.
 
 ## How long a run takes on a CPU
 
-The whole notebook on a 2-core CPU with nothing else running:
+The whole notebook on a 2-core CPU with nothing else running, as the course measured it:
 
 | notebook | first run on a machine | later runs |
 |---|---|---|
 | as handed out (every test fails at once) | {seconds["blank"][0]} s | {seconds["blank"][1]} s |
-| finished | {seconds["finished"][0]} s | {seconds["finished"][1]} s |
+| finished, the three bonus parts included | {seconds["finished"][0]} s | {seconds["finished"][1]} s |
 
-A first run builds the kit's offline models into `~/.cache/specdec-kit`, once per machine: the smallest
-pair in the first test cell (seconds), the benchmark's pair in "Try it" (about half a minute); each says
-so while it builds. The benchmark cell first checks, in seconds on the smallest pair, that your decoders
-give the target's tokens, then prints its sweep and a progress bar; on a CPU it stays under a minute.
+A busy machine multiplies these times: other programs that keep its cores busy slow every cell down, and the
+benchmark cells say so when they measure it. A first run builds the kit's offline models into
+`~/.cache/specdec-kit`, once per machine: the imports cell says which it builds and how long each took. Each
+bonus part's benchmark runs once its class passes its checks on the smallest pair; until then the cell says so
+in one line and moves on.
+
+## The `specdec-kit` command
+
+Installed with the support package; run from this repository's root, each command uses the classes of
+`{NOTEBOOK}` there (finish the ones it runs first), and `specdec-kit COMMAND --help` gives its options:
+
+```bash
+{kit_commands}
+```
 
 ## Submitting
 

@@ -6,8 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from specdec_kit.cli import DEFAULT_NOTEBOOK
-
+SOLUTION_NOTEBOOK = "solutions/speculative_decoding.ipynb"
 RELEASE_NOTEBOOK = "assignment/speculative_decoding.ipynb"
 
 
@@ -17,7 +16,7 @@ def _parent(*flags: str, **kwargs) -> argparse.ArgumentParser:
     return parent
 
 
-solution = _parent("--solution", default=str(DEFAULT_NOTEBOOK), help="the nbgrader source notebook (the solution)")
+solution = _parent("--solution", default=SOLUTION_NOTEBOOK, help="the nbgrader source notebook (the solution)")
 autograder = _parent("--autograder", default="autograder",
                      help="the instructors' autograder/ folder: hidden checks and config.toml (the student "
                           "repository and tag, the deadline, the speed bar, the limits)")

@@ -46,14 +46,17 @@ def time_cells(notebook: nbformat.NotebookNode, workdir: Path, fresh_cache: bool
                progress: Callable[[CellTime], None] = lambda row: None) -> list[CellTime]:
     """Execute every code cell in a new kernel in `workdir`, each timed by this process's clock."""
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     env = {settings.GRADING: ""}  # a student's run, even when the kit's own tests call this while grading
     with ExitStack() as stack:
         if fresh_cache:
             env[settings.CACHE] = stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-zoo-"))
         stack.enter_context(mock.patch.dict("os.environ", env))
+        # The kernel on local sockets, as the student README's headless run has it (no TCP warning to print).
         client = NotebookClient(notebook, timeout=1800, allow_errors=True, kernel_name="python3",
-                                resources={"metadata": {"path": str(workdir)}})
+                                resources={"metadata": {"path": str(workdir)}},
+                                config=Config({"KernelManager": {"transport": "ipc"}}))
         rows = []
         with client.setup_kernel():
             for index, cell in enumerate(notebook.cells):

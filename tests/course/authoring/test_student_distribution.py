@@ -187,7 +187,9 @@ def test_readme_commands_use_files_of_the_published_tree(published):
     commands = readme_commands((published / "README.md").read_text())
     installs = [command[2:] for command in commands if command[:2] == ["pip", "install"]]
     torch = f"torch=={pins.environment_pins(REPO / 'environment.yml')['torch']}"
-    assert installs and installs[0] == [torch], f"the README should install {torch} first, by itself: {installs}"
+    assert installs and installs[0] == ["-c", pins.CONSTRAINTS_NAME, torch], (
+        f"the README should install {torch} first, under the course's pins: {installs}"
+    )
     assert any(args[:2] == ["-c", pins.CONSTRAINTS_NAME] and "-e" in args for args in installs), (
         f"the README should install the kit with `-c {pins.CONSTRAINTS_NAME}`: {installs}"
     )
@@ -204,6 +206,21 @@ def test_readme_commands_use_files_of_the_published_tree(published):
     assert opened and all((published / name).is_file() for name in opened), (
         f"the README's jupyter commands open {opened}; the tree holds {sorted(p.name for p in published.iterdir())}"
     )
+
+
+INSTRUCTOR_NAMES = re.compile(r"specdec-course|specdec_course|(?<![\w-])(solutions|autograder|assignment|docs|tests)/")
+
+
+def test_nothing_students_read_names_an_instructor_command_or_folder(published):
+    """The notebook and the README speak of what the tree holds: no instructor command, no folder of the course's."""
+    found = {name: sorted({m.group(0) for m in INSTRUCTOR_NAMES.finditer((published / name).read_text())})
+             for name in (release.NOTEBOOK, "README.md")}
+    assert not any(found.values()), f"what students read names the instructors' commands or folders: {found}"
+
+
+def test_published_tree_ignores_what_runs_leave_behind(published):
+    ignored = (published / ".gitignore").read_text().splitlines()
+    assert {".venv/", "run.ipynb", "out/"} <= set(ignored), f"the tree's .gitignore: {ignored}"
 
 
 def test_set_up_cell_pins_what_it_adds_and_keeps_what_the_runtime_has(published, monkeypatch):

@@ -1,17 +1,25 @@
-"""The student README's local path, as written: a fresh venv, its commands, the notebook executed headless."""
+"""The student README's local path, as written: a fresh venv, its commands, the notebook executed headless; and
+its `specdec-kit` commands, run from the tree's root on a finished notebook there.
+
+Example run: python -m pytest tests/course/selftest/test_student_path.py -q -m slow
+"""
 
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from specdec_course.authoring import release
 from specdec_course.core import pins
+from specdec_course.selftest.student_run import finished_notebook
 
-from conftest import REPO
+from conftest import REPO, SOLUTION
 
 RELEASE = REPO / "assignment" / release.NOTEBOOK
 
@@ -30,26 +38,38 @@ def student_env() -> dict:
 
 
 def test_readme_commands_are_the_ones_this_test_runs():
-    setup, headless = readme_commands(release.student_readme())
-    torch = pins.environment_pins(REPO / "environment.yml")["torch"]
-    assert setup == ["python3 -m venv .venv && . .venv/bin/activate", f"pip install torch=={torch}",
-                     f'pip install -c {pins.CONSTRAINTS_NAME} -e ".[notebook]"', f"jupyter lab {release.NOTEBOOK}"], (
+    setup, cpu_torch, headless, kit = readme_commands(release.student_readme())
+    torch, constraints = pins.environment_pins(REPO / "environment.yml")["torch"], pins.CONSTRAINTS_NAME
+    assert setup == ["python3 -m venv .venv && . .venv/bin/activate", f"pip install -c {constraints} torch=={torch}",
+                     f'pip install -c {constraints} -e ".[notebook]"', f"jupyter lab {release.NOTEBOOK}"], (
         f"the README's set-up commands changed: {setup}"
     )
-    assert len(headless) == 1 and "nbconvert" in headless[0], f"the README's headless run changed: {headless}"
+    assert cpu_torch == [f"pip install -c {constraints} torch=={torch} --extra-index-url {release.CPU_INDEX}"], (
+        f"the README's CPU-only torch command changed: {cpu_torch}"
+    )
+    assert len(headless) == 1 and "nbconvert" in headless[0] and "--KernelManager.transport=ipc" in headless[0], (
+        f"the README's headless run changed: {headless}"
+    )
+    assert kit == [command for command, _ in release.KIT_COMMANDS], f"the README's specdec-kit commands: {kit}"
+    assert sorted(command.split()[1] for command in kit) == ["bench", "demo", "rounds", "zoo"], "each subcommand once"
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and JupyterLab (about two minutes)
 def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
-    (setup_venv, install_torch, install, open_lab), (headless,) = readme_commands((tree / "README.md").read_text())
-    # The torch command as written: this machine's pip finds PyTorch's CPU build under the pin. `jupyter lab`
-    # would wait for a browser: its --version proves it is installed.
+    (setup_venv, _, install, open_lab), (install_torch,), (headless,), _ = readme_commands(
+        (tree / "README.md").read_text())
+    # Linux without an NVIDIA GPU: the README's CPU-only torch line. `jupyter lab` would wait for a browser: its
+    # --version proves it is installed.
     installs = [command.replace("pip install", "pip install -q") for command in (install_torch, install)]
-    script = "\n".join(["set -euxo pipefail", setup_venv, *installs, open_lab.split()[0] + " lab --version", headless])
+    script = "\n".join(["set -euxo pipefail", setup_venv, *installs, "pip check",
+                        open_lab.split()[0] + " lab --version", headless])
     run = subprocess.run(["bash", "-c", script], cwd=tree, env=student_env(), capture_output=True, text=True,
                          timeout=900)
     assert run.returncode == 0, f"the README's commands failed (rc {run.returncode}):\n{run.stderr[-3000:]}"
+    assert "+cpu" in subprocess.run([".venv/bin/python", "-c", "import torch; print(torch.__version__)"], cwd=tree,
+                                    capture_output=True, text=True).stdout, "the CPU-only build of torch"
+    assert "without encryption" not in run.stderr, "the headless run's kernel talks over local sockets, unwarned"
 
     executed = nbformat.read(tree / "run.ipynb", as_version=4)
     outputs = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell.outputs for cell in executed.cells
@@ -63,3 +83,21 @@ def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     assert len(tests) == 13 and all(found == ["NotImplementedError"] for found in errors.values()), (
         f"every test cell of the blank notebook should stop at the student's first NotImplementedError, got {errors}"
     )
+
+
+@pytest.mark.slow  # each command decodes on the offline models (about N s on 2 cores)
+def test_kit_commands_run_from_the_tree_root_as_the_readme_gives_them(tmp_path):
+    """A finished notebook at the root, as a student's would be: every specdec-kit command of the README runs there
+    with its defaults, finding the notebook by itself."""
+    tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
+    nbformat.write(finished_notebook(SOLUTION), tree / release.NOTEBOOK)
+    *_, kit = readme_commands((tree / "README.md").read_text())
+    bin_dir = Path(sys.executable).parent  # this environment's specdec-kit, as the README's install gives one
+    for command in kit:
+        words = shlex.split(command)
+        run = subprocess.run([str(bin_dir / words[0]), *words[1:]], cwd=tree, capture_output=True, text=True,
+                             timeout=900)
+        assert run.returncode == 0, f"`{command}` failed from the tree's root (rc {run.returncode}):\n" \
+                                    f"{run.stderr[-2000:]}"
+    assert (tree / "out" / "rounds.html").is_file() and (tree / "out" / "bench" / "bench.png").is_file(), \
+        sorted(p.relative_to(tree).as_posix() for p in (tree / "out").rglob("*"))
