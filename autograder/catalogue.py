@@ -5,8 +5,10 @@ solution's code), its `kind` (a student's `bug`, or a `variant`: correct code wr
 only what its description says it gives up) and `fails`, the graded tests it must lose points on; every other
 auto-graded test must give full marks. `specdec-course catalogue --losses NAME` prints which tests an entry loses
 before its `fails` is written. `message` is text of the check's verdict that the student's feedback page must
-show. `unsure` (optional) lists timed tests whose outcome is too close to the threshold to expect
-either way; the selftest does not judge them. Bugs come from the course's three student reports.
+show; a bug's `messages` give, for each test it loses (the speed test's timing aside), the words that test's
+message must hold: the cause where the test can see it, else what it saw of it. `unsure` (optional) lists timed
+tests whose outcome is too close to the threshold to expect either way; the selftest does not judge them. Bugs come
+from the course's three student reports.
 
 test_speedup: decoders with working caches measure well above the bar of 0.75x HF assisted generation
 (autograder/config.toml) and those that re-encode the prefix or keep no cache well below it, as the
@@ -33,6 +35,10 @@ CATALOGUE = [
         "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_exact", "test_eos_and_budget",
                   "test_counts"],
         "message": "your verifier said",
+        "messages": {"test_verify_alignment": "L+i (one late)",
+                     "test_correction_and_bonus": "must be the target's own token",
+                     **dict.fromkeys(["test_exact", "test_eos_and_budget", "test_counts"],
+                                     "starts one position late, at L instead of L-1")},
     },
     {
         "name": "off_by_one_early",
@@ -43,6 +49,10 @@ CATALOGUE = [
         "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_exact", "test_eos_and_budget",
                   "test_counts"],
         "message": "your verifier said",
+        "messages": {"test_verify_alignment": "L-2+i (one early)",
+                     "test_correction_and_bonus": "must be the target's own token",
+                     "test_exact": "Check the acceptance rule", "test_eos_and_budget": "The tokens part before EOS",
+                     "test_counts": "more rounds than correct decoding takes"},
     },
     {
         "name": "no_bonus_token",
@@ -55,6 +65,9 @@ CATALOGUE = [
         # The tokens stay right (a missing bonus costs a round, not a token) and the caches stay valid.
         "fails": ["test_correction_and_bonus", "test_counts", "test_speedup", "test_lookup", "test_adaptive"],
         "message": "next_token is the bonus token",
+        "messages": {"test_correction_and_bonus": "next_token is the bonus token",
+                     "test_counts": "add the target's own token", "test_lookup": "drops the bonus token",
+                     "test_adaptive": "the bonus token after a full acceptance"},
     },
     {
         "name": "no_bonus_token_in_loop",
@@ -68,6 +81,9 @@ CATALOGUE = [
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
                   "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "a round that emits no token",
+        "messages": dict.fromkeys(["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact",
+                                   "test_cache_use", "test_sampling", "test_lookup", "test_adaptive"],
+                                  "a round that emits no token"),
     },
     {
         "name": "accepted_past_eos",
@@ -77,6 +93,7 @@ CATALOGUE = [
                    "            accepted.append(n_accepted)\n")],
         "fails": ["test_counts"],
         "message": "accepted counts those up to and including it",
+        "messages": {"test_counts": "accepted counts those up to and including it"},
     },
     {
         "name": "no_room_round_uncounted",
@@ -88,6 +105,7 @@ CATALOGUE = [
                    "                accepted.append(min(n_accepted, len(emitted)))\n")],
         "fails": ["test_counts"],
         "message": "still counts as a round",
+        "messages": {"test_counts": "still counts as a round"},
     },
     {
         "name": "tokens_after_eos",
@@ -96,6 +114,7 @@ CATALOGUE = [
         "edits": [("            return tokens[:i + 1]\n", "            return tokens\n")],
         "fails": ["test_eos_and_budget"],
         "message": "EOS inside an accepted draft",
+        "messages": {"test_eos_and_budget": "Emit EOS and nothing after it"},
     },
     {
         "name": "budget_overrun",
@@ -106,6 +125,11 @@ CATALOGUE = [
         "fails": ["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use",
                   "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "a budget that ends mid-draft",
+        "messages": {**dict.fromkeys(["test_exact", "test_cached_exact", "test_cache_use", "test_lookup",
+                                     "test_adaptive"], "too many tokens"),
+                     "test_eos_and_budget": "never more than max_tokens",
+                     "test_counts": "propose no more drafts than the budget leaves room for",
+                     "test_sampling": "every sample must have 3 tokens"},
     },
     {
         "name": "eos_anywhere",
@@ -115,6 +139,7 @@ CATALOGUE = [
                    "            if any(token in eos_ids for token in input_ids[0].tolist()):\n")],
         "fails": ["test_eos_and_budget"],
         "message": "an EOS inside the prompt must not stop decoding",
+        "messages": {"test_eos_and_budget": "an EOS inside the prompt must not stop decoding"},
     },
     {
         "name": "sampled_draft",
@@ -124,6 +149,7 @@ CATALOGUE = [
                    "            next_token = torch.multinomial(logits[:, -1, :].float().softmax(dim=-1), 1)\n")],
         "fails": ["test_draft_tokens", "test_counts"],
         "message": "do not sample",
+        "messages": {"test_draft_tokens": "do not sample", "test_counts": "more rounds than correct decoding takes"},
     },
     {
         "name": "bonus_counted_as_accepted",
@@ -133,6 +159,7 @@ CATALOGUE = [
                    "            accepted.append(len(emitted))\n")],
         "fails": ["test_counts"],
         "message": "Count accepted drafts only",
+        "messages": {"test_counts": "Count accepted drafts only"},
     },
     {
         # from_pretrained already returns a model in eval mode, so only an explicit train() breaks this.
@@ -143,6 +170,7 @@ CATALOGUE = [
                    "        return model.to(self.device).train(), tokenizer\n")],
         "fails": ["test_loading"],
         "message": "training mode: call .eval()",
+        "messages": {"test_loading": "training mode: call .eval()"},
     },
     {
         "name": "no_pad_token",
@@ -151,6 +179,7 @@ CATALOGUE = [
         "edits": [("            tokenizer.pad_token = tokenizer.eos_token\n", "            pass\n")],
         "fails": ["test_loading"],
         "message": "has no pad token",
+        "messages": {"test_loading": "has no pad token"},
     },
     {
         "name": "cache_not_cropped",
@@ -164,6 +193,9 @@ CATALOGUE = [
                    "        return cache, min(common_prefix_length(held, input_ids), input_ids.shape[1] - 1)\n")],
         "fails": ["test_cached_exact", "test_cache_use", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "still held a rejected draft token",
+        "messages": {**dict.fromkeys(["test_cached_exact", "test_lookup"], "cache held more positions than the text"),
+                     **dict.fromkeys(["test_cache_use", "test_sampling", "test_adaptive"],
+                                     "still held a rejected draft token")},
     },
     {
         "name": "cache_of_another_text",
@@ -174,6 +206,7 @@ CATALOGUE = [
                    "        if cache is None:\n")],
         "fails": ["test_cache_use"],
         "message": "the draft's cache held the other text",
+        "messages": {"test_cache_use": "the draft's cache held the other text"},
     },
     {
         "name": "rollback_skipped",
@@ -184,6 +217,7 @@ CATALOGUE = [
         "fails": ["test_cache_use", "test_speedup", "test_sampling", "test_adaptive"],
         "unsure": ["test_speedup"],  # measured 0.69-0.74x against the bar of 0.75x: too close to call
         "message": "started from an empty cache",
+        "messages": dict.fromkeys(["test_cache_use", "test_sampling", "test_adaptive"], "started from an empty cache"),
     },
     {
         "name": "prefix_reencoded",
@@ -192,6 +226,7 @@ CATALOGUE = [
         "edits": [("        return cache, held.shape[1]\n", "        return None, 0\n")],
         "fails": ["test_cache_use", "test_speedup", "test_sampling", "test_adaptive"],
         "message": "started from an empty cache",
+        "messages": dict.fromkeys(["test_cache_use", "test_sampling", "test_adaptive"], "started from an empty cache"),
     },
     {
         "name": "extra_target_forward",
@@ -206,6 +241,9 @@ CATALOGUE = [
                    "        return accepted, n, next_token\n")],
         "fails": ["test_verify_alignment", "test_correction_and_bonus", "test_counts"],
         "message": "verification made 2 target forward passes",
+        "messages": {**dict.fromkeys(["test_verify_alignment", "test_correction_and_bonus"],
+                                    "verification made 2 target forward passes"),
+                     "test_counts": "a round makes more than one target forward"},
     },
     {
         "name": "target_does_all_work",
@@ -221,6 +259,9 @@ CATALOGUE = [
         # and the sampler, whose loop this is, samples nothing.
         "fails": ["test_counts", "test_speedup", "test_sampling", "test_lookup", "test_adaptive"],
         "message": "target forward passes for a decode that takes",
+        "messages": {"test_counts": "the target is doing the drafts' work", "test_adaptive": "the kit saw 0",
+                     "test_lookup": "but the kit saw",
+                     "test_sampling": "does not follow the target's warped distribution"},
     },
     {
         "name": "draft_ignored",
@@ -230,6 +271,8 @@ CATALOGUE = [
                    "        return torch.zeros_like(ids[:, input_ids.shape[1]:])\n")],
         "fails": ["test_draft_tokens", "test_counts"],
         "message": "expected the draft model's greedy choice",
+        "messages": {"test_draft_tokens": "expected the draft model's greedy choice",
+                     "test_counts": "more rounds than correct decoding takes"},
     },
     # --- the bonus: speculative sampling ------------------------------------------------------------
     {
@@ -239,6 +282,7 @@ CATALOGUE = [
         "edits": [(SAMPLED_ACCEPT, "        return accept_drafts(p, draft_tokens)\n")],
         "fails": ["test_sampling"],
         "message": "the drafts are verified greedily",
+        "messages": {"test_sampling": "the drafts are verified greedily"},
     },
     {
         "name": "sampler_residual_forgotten",
@@ -247,6 +291,7 @@ CATALOGUE = [
         "edits": [("        distribution = residual / residual.sum()\n", "        distribution = p[0, n_accepted]\n")],
         "fails": ["test_sampling"],
         "message": "sample from the residual",
+        "messages": {"test_sampling": "sample from the residual"},
     },
     {
         "name": "sampler_bonus_from_draft",
@@ -255,6 +300,7 @@ CATALOGUE = [
         "edits": [("        distribution = p[0, k]\n", "        distribution = q[0, k - 1] if k else p[0, 0]\n")],
         "fails": ["test_sampling"],
         "message": "never from the draft's q",
+        "messages": {"test_sampling": "never from the draft's q"},
     },
     {
         "name": "sampler_draft_cache_rebuilt",
@@ -266,6 +312,7 @@ CATALOGUE = [
                    "        step_ids, tokens, rows = input_ids[:, held:], [], []\n")],
         "fails": ["test_sampling"],
         "message": "started from an empty cache",
+        "messages": {"test_sampling": "started from an empty cache"},
     },
     # --- the bonus: prompt lookup -------------------------------------------------------------------
     {
@@ -276,6 +323,7 @@ CATALOGUE = [
         "edits": [(LOOKUP_STARTS, "        for start in range(len(ids) - n, -1, -1):\n")],
         "fails": ["test_lookup"],
         "message": "are not an earlier occurrence",
+        "messages": {"test_lookup": "are not an earlier occurrence"},
     },
     {
         "name": "lookup_proposes_the_match",
@@ -285,6 +333,7 @@ CATALOGUE = [
                    "                return ids[start:start + k]\n")],
         "fails": ["test_lookup"],
         "message": "the matched tokens themselves",
+        "messages": {"test_lookup": "the matched tokens themselves"},
     },
     # --- the bonus: adaptive k ----------------------------------------------------------------------
     {
@@ -295,6 +344,7 @@ CATALOGUE = [
                    "depends on it\n                break\n", "")],
         "fails": ["test_adaptive"],
         "message": "stop drafting right after such a token",
+        "messages": {"test_adaptive": "stop drafting right after such a token"},
     },
     {
         "name": "adaptive_counts_every_round",
@@ -303,6 +353,7 @@ CATALOGUE = [
         "edits": [("            self.counted = n_accepted < drafted\n", "            self.counted = True\n")],
         "fails": ["test_adaptive"],
         "message": "so it is not counted",
+        "messages": {"test_adaptive": "so it is not counted"},
     },
     {
         "name": "adaptive_ignores_draft_cost",
@@ -314,6 +365,7 @@ CATALOGUE = [
                    "            best_k, best = j, tokens / costs.verify[j]\n")],
         "fails": ["test_adaptive"],
         "message": "k draft steps",
+        "messages": {"test_adaptive": "k draft steps"},
     },
     # --- correct variants ---------------------------------------------------------------------------
     {

@@ -21,7 +21,8 @@ Kinds of probe (`request["kind"]`):
 - `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`; reports what came back
   (a triple's tokens, n_accepted and next_token's shape, or the type and length of anything else).
 - `decode`: `speculative_decode(prompt, max_tokens, k)` per case `[prompt, max_tokens, k]`; with
-  `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off).
+  `"ids": true` every forward also reports the ids it fed (a host sync, so timing leaves it off). A decode that
+  fails first reports, as a `stuck` event, every round its verifier returned (`Observer.case_rounds`).
 - `sample`: `speculative_sample(prompt, max_tokens, k, temperature, top_p, generator)` `samples` times per
   case `[prompt, max_tokens, k, temperature, top_p, samples, seed]`, one generator seeded with `seed`
   (and torch's global one too, for code that ignores the generator); reports the tokens of each sample and,
@@ -232,9 +233,29 @@ def probe_decode(request: dict, decoder_class: type, emit: Emit) -> None:
     with Observer(decoder, emit, request.get("ids", False)) as observer:
         for index, (prompt, max_tokens, k) in enumerate(request["cases"]):
             observer.expect_tokens(max_tokens)
-            got = call_student("speculative_decode", decoder.speculative_decode, prompt, max_tokens, k, emit=emit,
-                               describe=f"prompt {prompt!r}, max_tokens={max_tokens}, num_speculative_tokens={k}")
+            try:
+                got = call_student("speculative_decode", decoder.speculative_decode, prompt, max_tokens, k, emit=emit,
+                                   describe=f"prompt {prompt!r}, max_tokens={max_tokens}, num_speculative_tokens={k}")
+            except ProbeError as e:
+                explain_failed_decode(e, observer.why_failed())
+                emit({"event": "stuck", "index": index, "rounds": observer.case_rounds})
+                raise
             emit({"event": "case", "index": index, "result": decode_result(got)})
+
+
+def explain_failed_decode(error: ProbeError, why: str) -> None:
+    """Add to a decode's failure what its last round's verification returned and means (`why`, where it returned
+    no target token): to its message (grading's words) and as a note on the student's own exception (the
+    notebook's). NoProgress says it already."""
+    if not why or error.kind == "NoProgress":
+        return
+    error.message = f"{error.message}. {why}"
+    student = error.__cause__
+    if isinstance(student, BaseException):
+        try:
+            student.__notes__ = [*getattr(student, "__notes__", []), why]  # add_note, on Python 3.10 too
+        except (AttributeError, TypeError):
+            pass
 
 
 def probe_sample(request: dict, decoder_class: type, emit: Emit) -> None:

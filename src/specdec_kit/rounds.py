@@ -47,7 +47,7 @@ class Round:
     proposed: int
     accepted: int
     target_token: int | None  # the correction or the bonus token; None when EOS ended the text in the drafts
-    forwards: dict[str, int]  # forward calls of each model in this round
+    forwards: dict[str, int]  # forward calls of each model in this round (empty: not seen)
     cache_after: dict[str, int | None]  # positions each cache held after the rollback (None: not seen)
 
     @property
@@ -102,7 +102,7 @@ def build_rounds(prompt_ids: list[int], result: DecodeResult, target: list[Forwa
     for r, (proposed, accepted) in enumerate(zip(result.proposed, result.accepted)):
         drafts = [] if proposed == 0 else None
         added = accepted + 1  # without the forwards: the accepted drafts and one target token
-        forwards, caches = {"target": 0, "draft": 0}, {"target": None, "draft": None}
+        forwards, caches = {}, {"target": None, "draft": None}  # not seen without one target forward a round
         if one_each:
             call, later = target[r], target[r + 1] if r + 1 < len(target) else None
             if proposed and call.input_ids is not None and len(call.input_ids) >= proposed:
@@ -141,15 +141,40 @@ def render(rounds: Rounds) -> str:
 
 
 def first_difference(got: Rounds, expected: Rounds) -> int | None:
-    """The first round whose drafts, counts or target token differ (or that one side lacks); None if none does."""
-    return next((i for i, (a, b) in enumerate(zip(got.rounds, expected.rounds)) if _shown(a) != _shown(b)),
+    """The first round where anything differs: its drafts, counts or target token, its forwards or the caches after
+    its rollback (where both sides show them), or that one side lacks it; None if none does."""
+    return next((i for i, (a, b) in enumerate(zip(got.rounds, expected.rounds)) if _differs(a, b)),
                 None if len(got.rounds) == len(expected.rounds) else min(len(got.rounds), len(expected.rounds)))
 
 
+def _differs(a: Round, b: Round) -> str:
+    """What differs between two rounds, in the order the view names it ("" if nothing does)."""
+    if _shown(a) != _shown(b):
+        return "tokens"
+    if a.forwards and b.forwards and a.forwards != b.forwards:
+        return "forwards"
+    return "caches" if any(None not in (a.cache_after[role], b.cache_after[role]) and
+                           a.cache_after[role] != b.cache_after[role] for role in a.cache_after) else ""
+
+
 def _where(got: Rounds, expected: Rounds, first: int | None) -> str:
-    return ("the rounds are the same" if first is None else
-            f"first difference: round {first}: {_describe(got, first)} where correct decoding "
-            f"{_describe(expected, first)}")
+    if first is None:
+        return "the rounds are the same"
+    what = _differs(got.rounds[first], expected.rounds[first]) if first < min(len(got.rounds),
+                                                                                len(expected.rounds)) else "tokens"
+    describe = {"tokens": _describe, "forwards": _forwards, "caches": _caches}[what]
+    return f"first difference: round {first}: {describe(got, first)} where correct decoding {describe(expected, first)}"
+
+
+def _forwards(rounds: Rounds, number: int) -> str:
+    forwards = rounds.rounds[number].forwards
+    return f"makes {forwards['target']} target and {forwards['draft']} draft forwards"
+
+
+def _caches(rounds: Rounds, number: int) -> str:
+    held = rounds.rounds[number].cache_after
+    return ("keeps " + " and ".join(f"{count} positions in the {role}'s cache" for role, count in held.items()
+                                    if count is not None) + " after its rollback")
 
 
 def compare(got: Rounds, expected: Rounds, title: str = "") -> str:
@@ -196,7 +221,8 @@ def _round_text(rounds: Rounds, number: int) -> str:
                           for i, t in enumerate(r.drafts)) or "no drafts"
     added = "nothing" if r.target_token is None else \
         f"{word(r.target_token)} ({'bonus' if r.bonus else 'correction'})"
-    return f"k={r.proposed} accepted {r.accepted}: {drafts} + {added}"
+    caches = " ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
+    return f"k={r.proposed} accepted {r.accepted}: {drafts} + {added}" + (f" · caches {caches}" if caches else "")
 
 
 def _shown(r: Round) -> tuple:
@@ -237,7 +263,8 @@ def _round_row(rounds: Rounds, number: int, label: str = "") -> str:
     if number == len(rounds.rounds) - 1 and rounds.ended:
         cells.append(f"<span class='sd-tok sd-end'>{rounds.ended}</span>")
     caches = " · ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
-    margin = (f"k={r.proposed} accepted {r.accepted} · forwards t {r.forwards['target']} d {r.forwards['draft']}"
+    margin = (f"k={r.proposed} accepted {r.accepted}"
+              + (f" · forwards t {r.forwards['target']} d {r.forwards['draft']}" if r.forwards else "")
               + (f" · caches {caches}" if caches else ""))
     return (f"<tr class='round'><td class='margin'>{label or number}</td><td>{''.join(cells)}</td>"
             f"<td class='margin'>{margin}</td></tr>")
@@ -258,18 +285,50 @@ def _folded(lines: list[str], head: int) -> str:
     return table
 
 
+def verified_rounds(prompt_ids: list[int], verified: list[dict], decode) -> Rounds:
+    """The rounds of a decode that never returned, as its verifier returned them (`timing.VerifyCall.record`: the
+    text's length, the drafts, n_accepted, next_token), up to the first that added nothing to the text: the rounds
+    it completed, and the one it was stuck in. Forwards and caches are not known."""
+    rounds, tokens = [], []
+    for number, record in enumerate(verified):
+        drafts, next_ids = record.get("drafts") or [], record.get("next") or []
+        accepted = min(max(record.get("accepted") or 0, 0), len(drafts))
+        rounds.append(Round(list(drafts), len(drafts), accepted, next_ids[0] if next_ids else None, {},
+                            {"target": None, "draft": None}))
+        tokens += [*drafts[:accepted], *next_ids[:1]]
+        later = verified[number + 1]["text"] if number + 1 < len(verified) else None
+        if later is not None and later == record.get("text"):
+            break  # the text stopped growing: every later round repeats this one
+    result = DecodeResult("", tokens, [r.proposed for r in rounds], [r.accepted for r in rounds])
+    return Rounds(list(prompt_ids), result, rounds, "", decode, "the decode never returned: its rounds as its "
+                                                                "verifier returned them, up to the one it was stuck in")
+
+
 def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: int, decode,
                     cached: bool = True) -> Rounds:
     """Correct decoding's rounds of `expected` on the `scripted` pair, whose draft proposes `draft_next` of the
     token before, whatever came earlier (`zoo.Script`); with the caches a cached decoder keeps when `cached`."""
     from .zoo import scripted_script
 
-    script, text, rounds, position = scripted_script(), list(prompt_ids), [], 0
+    script, text, drafts, position = scripted_script(), list(prompt_ids), [], 0
     for proposed, accepted in zip(expected.proposed, expected.accepted):
-        drafts, last = [], text[-1]
+        chain, last = [], text[-1]
         for _ in range(proposed):
             last = script.draft_next[last]
-            drafts.append(last)
+            chain.append(last)
+        drafts.append(chain)
+        emitted = expected.token_ids[position:position + accepted + 1]
+        position += len(emitted)
+        text += emitted
+    return correct_rounds(prompt_ids, expected, drafts, max_tokens, decode, {script.eos_id}, cached)
+
+
+def correct_rounds(prompt_ids: list[int], expected: DecodeResult, drafts: list[list[int]], max_tokens: int, decode,
+                   eos: set[int], cached: bool = True) -> Rounds:
+    """Correct decoding's rounds of `expected`, whose round r proposed `drafts[r]`; with the caches a cached decoder
+    keeps when `cached`."""
+    text, rounds, position = list(prompt_ids), [], 0
+    for chain, proposed, accepted in zip(drafts, expected.proposed, expected.accepted):
         emitted = expected.token_ids[position:position + accepted + 1]
         position += len(emitted)
         text += emitted
@@ -277,13 +336,13 @@ def scripted_rounds(prompt_ids: list[int], expected: DecodeResult, max_tokens: i
         # acceptance (a draft forward feeds the token before the one it proposes)
         full = 0 < proposed == accepted < len(emitted)
         held = {"target": len(text) - 1, "draft": len(text) - 1 - full} if cached else {"target": None, "draft": None}
-        rounds.append(Round(drafts, proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
+        rounds.append(Round(list(chain), proposed, accepted, emitted[accepted] if len(emitted) > accepted else None,
                             {"target": 1, "draft": proposed}, held))
     if rounds:
         rounds[-1].cache_after = {"target": None, "draft": None}  # no round follows to show them
     for r, round_ in enumerate(rounds):
         if not any(later.proposed for later in rounds[r + 1:]):
             round_.cache_after["draft"] = None  # no later draft forward shows it
-    ended = ("EOS" if expected.token_ids and expected.token_ids[-1] == script.eos_id else
+    ended = ("EOS" if expected.token_ids and expected.token_ids[-1] in eos else
              "budget" if len(expected.token_ids) >= max_tokens else "")
     return Rounds(list(prompt_ids), expected, rounds, ended, decode)

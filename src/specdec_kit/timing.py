@@ -119,11 +119,29 @@ class NoProgress(BaseException):
                                                   "where the bug is (the message says what the rounds returned)")
 
 
-def no_progress_message(forwards: int, max_tokens: int, rounds: str = "") -> str:
+def no_progress_message(forwards: int, max_tokens: int, rounds: str = "", verdict: str = "") -> str:
+    """NoProgress's words: what the last rounds returned (`rounds`), then what that means (`verdict`, where the last
+    verification returned no token), else where to look in the loop."""
+    advice = verdict or ("Every round must append the target's own token after the accepted drafts: the correction "
+                         "after a rejection, the bonus token when every draft was accepted, and so also in a round "
+                         "with no room left for drafts (k = 0)")
     return (f"speculative_decode made {forwards} target forward passes with max_tokens={max_tokens} and had not "
-            f"returned: a round that emits no token repeats for ever. {rounds}Every round must append the target's "
-            "own token after the accepted drafts: the correction after a rejection, the bonus token when every draft "
-            "was accepted, and so also in a round with no room left for drafts (k = 0)")
+            f"returned: a round that emits no token repeats for ever. {rounds}{advice}")
+
+
+def no_token_verdict(call: VerifyCall | None) -> str:
+    """What a verification that returned no target token means, naming the likely cause (its slice of the target's
+    logits starts one position late), or "" where it returned one."""
+    if call is None or call.next_ids is None or call.next_ids or call.drafts is None:
+        return ""
+    rows = ("next_token must hold the target's own token in every round: row n_accepted of the slice of the target's "
+            "logits that starts at position L-1 (L = the text's length before the drafts), which has k+1 rows. A slice "
+            "that starts one position late, at L instead of L-1, has only k rows")
+    if call.drafts == 0:
+        return f"That round added nothing: {rows}, none at all when k = 0."
+    if call.n_accepted == call.drafts:
+        return f"The bonus token is missing: {rows}, none for the bonus token."
+    return ""
 
 
 def shape_of(value) -> list[int] | str:
@@ -149,17 +167,24 @@ def _count(value) -> str:
 
 @dataclass(frozen=True)
 class VerifyCall:
-    """One call of a decoder's verify_tokens_vectorized: the input's and drafts' lengths, what it returned."""
+    """One call of a decoder's verify_tokens_vectorized: the input's and drafts' lengths, what it returned, and as
+    plain ids (where they are ids) the drafts, n_accepted and next_token: a round as the verifier saw it."""
 
     text: int | None  # input_ids.shape[1]
     drafts: int | None  # draft_tokens.shape[1]
     returned: object
+    draft_ids: tuple[int, ...] | None = None
+    n_accepted: int | None = None
+    next_ids: tuple[int, ...] | None = None
 
     @staticmethod
     def of(args: tuple, kwargs: dict, returned) -> VerifyCall:
         ids = args[0] if args else kwargs.get("input_ids")
         drafts = args[1] if len(args) > 1 else kwargs.get("draft_tokens")
-        return VerifyCall(_length(ids), _length(drafts), returned)
+        n_accepted, next_ids = None, None
+        if isinstance(returned, tuple) and len(returned) == 3:
+            n_accepted, next_ids = _int(returned[1]), _row(returned[2])
+        return VerifyCall(_length(ids), _length(drafts), returned, _row(drafts), n_accepted, next_ids)
 
     def describe(self) -> str:
         round_ = f"a round with {self.drafts} drafts" if self.drafts is not None else "a round"
@@ -169,6 +194,25 @@ class VerifyCall:
         accepted, n_accepted, next_token = out
         return (f"verify_tokens_vectorized returned n_accepted {_count(n_accepted)}, accepted_tokens "
                 f"{_shape(accepted)} and next_token {_shape(next_token)} in {round_}")
+
+    def record(self) -> dict:
+        """The round as plain data (a `stuck` event's): the text's length, the drafts, n_accepted, next_token."""
+        return {"text": self.text, "drafts": list(self.draft_ids) if self.draft_ids is not None else None,
+                "accepted": self.n_accepted, "next": list(self.next_ids) if self.next_ids is not None else None}
+
+
+def _row(value) -> tuple[int, ...] | None:
+    """The first row of a (1, n) tensor of ids, else None."""
+    if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[0] == 1 and not value.is_floating_point():
+        return tuple(value[0].tolist())
+    return None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def describe_rounds(calls: list[VerifyCall]) -> str:
@@ -191,7 +235,8 @@ class Observer:
     than such a decode can take (one per round, each round at least one token; `ROUND_SLACK` times
     that, so a decode that is merely wasteful still ends and is judged by its counts). It also keeps what the
     decoder's last few `verify_tokens_vectorized` calls returned (a wrapper on the instance while the block runs),
-    so that NoProgress can say what the rounds gave back.
+    so that NoProgress can say what the rounds gave back, and as `case_rounds` every round of the decode, which a
+    probe reports when the decode fails (the rounds it did complete, for a test cell to draw).
     """
 
     KEPT_ROUNDS = 3
@@ -201,6 +246,7 @@ class Observer:
         self._emit, self._record_ids = emit, record_ids
         self._max_tokens, self._target_forwards = None, 0
         self._rounds: list[VerifyCall] = []
+        self.case_rounds: list[dict] = []  # every round of the decode since expect_tokens, as VerifyCall.record()
         for role in ROLES:
             model = getattr(decoder, f"{role}_model", None)
             if not isinstance(model, torch.nn.Module):
@@ -214,14 +260,26 @@ class Observer:
         if callable(verify) and hasattr(decoder, "__dict__"):
             def watched(*args, **kwargs):
                 out = verify(*args, **kwargs)
-                self._rounds = [*self._rounds[1 - self.KEPT_ROUNDS:], VerifyCall.of(args, kwargs, out)]
+                call = VerifyCall.of(args, kwargs, out)
+                self._rounds = [*self._rounds[1 - self.KEPT_ROUNDS:], call]
+                self.case_rounds.append(call.record())
                 return out
 
             self._verify = verify
             decoder.verify_tokens_vectorized = watched
 
     def expect_tokens(self, max_tokens: int) -> None:
-        self._max_tokens, self._target_forwards, self._rounds = max_tokens, 0, []
+        self._max_tokens, self._target_forwards, self._rounds, self.case_rounds = max_tokens, 0, [], []
+
+    def verdict(self) -> str:
+        """What the last verification means where it returned no target token (`no_token_verdict`), else ""."""
+        return no_token_verdict(self._rounds[-1] if self._rounds else None)
+
+    def why_failed(self) -> str:
+        """For a decode that failed: what its last verification returned and what that means, where it returned no
+        target token; else ""."""
+        verdict = self.verdict()
+        return f"In its last round {self._rounds[-1].describe()}. {verdict}" if verdict else ""
 
     def _on_forward(self, role: str):
         @_eager
@@ -230,7 +288,7 @@ class Observer:
                 self._target_forwards += 1
                 if self._target_forwards > ROUND_SLACK * (self._max_tokens + 1):
                     raise NoProgress(no_progress_message(self._target_forwards, self._max_tokens,
-                                                         describe_rounds(self._rounds)))
+                                                         describe_rounds(self._rounds), self.verdict()))
             new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
             self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
                         "ids": list(ids) if ids is not None else None})

@@ -27,6 +27,11 @@ STUCK = Entry("stuck", "no target token after a full acceptance, also with no dr
      "    token = predicted[:, n_accepted:n_accepted + 1] if n_accepted < k else predicted[:, :0]\n"
      "    return draft_tokens[:, :n_accepted], n_accepted, token\n"),
     ("            if emitted[-1] in eos_ids:\n", "            if emitted and emitted[-1] in eos_ids:\n")))
+# The off-by-one as a student's own loop meets it: the verifier's slice starts at L, and a round that emits nothing
+# is let through, so the decode never ends (the catalogue's loop raises IndexError on it instead).
+LATE_SLICE = Entry("late_slice", "draft i compared with the logit at L+i, in a loop that lets an empty round through",
+                   edits=(*ENTRIES["off_by_one_late"].edits, STUCK.edits[1]))
+LATE_WORDS = "A slice that starts one position late, at L instead of L-1, has only k rows, none at all when k = 0"
 
 
 def run_cells(entry: Entry, tests: set[str]) -> dict:
@@ -95,6 +100,30 @@ def test_a_decode_that_never_ends_says_what_its_last_round_returned():
     assert found.ename == "NoProgress" and len(lines) <= MAX_LINES, f"{len(lines)} lines:\n{text}"
     assert "next_token of shape (1, 0) in a round with 0 drafts" in text and "the text stopped growing" in text, text
     assert "target_model(" not in text, f"no frame at the target forward the kit stopped it at:\n{text}"
+
+
+def test_the_late_slice_that_never_ends_names_the_slice_and_draws_the_rounds_it_completed():
+    """The three tests that decode: each stops the decode, says the verifier returned nothing and why, and draws the
+    rounds before it stopped over correct decoding's (test_exact's from the answers the release recorded)."""
+    tests = ("test_exact", "test_eos_and_budget", "test_counts")
+    found = run_cells(LATE_SLICE, set(tests))
+    for test in tests:
+        lines = found[test].error_lines()
+        assert found[test].ename == "NoProgress" and LATE_WORDS in "\n".join(lines) and len(lines) <= MAX_LINES, \
+            f"{test} should name the verifier's slice:\n" + "\n".join(lines)
+        [drawn] = found[test].displays
+        assert "the rounds it completed before it failed" in drawn["text/plain"] and re.search(
+            r"first difference: round 0: .* accepts 0 .* where correct decoding ", drawn["text/plain"]), \
+            f"{test} draws the rounds it completed:\n{drawn['text/plain']}"
+
+
+def test_the_catalogued_late_slice_says_why_its_own_loop_failed():
+    """The catalogue's loop reads the last token of an empty round and raises IndexError: its traceback shows that
+    line of the student's code, and the kit's note says what the verifier returned and why."""
+    found = run_cells(ENTRIES["off_by_one_late"], {"test_eos_and_budget"})["test_eos_and_budget"]
+    text = "\n".join(found.error_lines())
+    assert found.ename == "IndexError" and "emitted[-1]" in text and LATE_WORDS in text, text
+    assert "next_token of shape (1, 0) in a round with 0 drafts" in text and found.displays, text
 
 
 def test_only_the_test_cell_draws(tmp_path, capsys, monkeypatch):

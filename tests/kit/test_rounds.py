@@ -141,7 +141,7 @@ def test_scripted_rounds_predict_the_solutions_and_a_bug_is_drawn_against_them(b
     assert drawn.count("<tr class='round yours sd-first'>") == 1, "one round is marked first"
     text = compare_text(bug_rounds, expected).splitlines()
     assert text[0].startswith(f"first difference: round {first}:") and text[-2].startswith(f"> round {first} yours") \
-        and text[-1].startswith(f"> round {first} expected") and text[-1].endswith("(bonus)"), "\n".join(text)
+        and text[-1].startswith(f"> round {first} expected") and "(bonus)" in text[-1], "\n".join(text)
 
 
 @pytest.mark.parametrize("name, cached", [("SpeculativeDecoder", False), ("CachedSpeculativeDecoder", True)])
@@ -158,6 +158,32 @@ def test_expected_rounds_keep_caches_as_the_decoder_they_stand_for(classes, name
         expected = scripted_rounds(solution.prompt_ids, solution.result, max_tokens, solution.decode, cached=cached)
         assert [r.cache_after for r in expected.rounds] == [r.cache_after for r in solution.rounds], (name, start)
         assert cached or "caches" not in compare(solution, expected), f"{name}: no caches drawn where none is kept"
+
+
+def test_an_uncropped_cache_is_outlined_at_the_first_round_whose_caches_differ(classes, tmp_path):
+    """A cached decoder that never crops its caches emits the right tokens for a while: the first difference the view
+    outlines is the first round whose caches differ, named as such, not a later one whose tokens differ."""
+    import nbformat
+
+    from specdec_course.selftest.catalogue import load_catalogue, make_submission
+    from specdec_kit.baseline import prompt_for_token
+    from specdec_kit.rounds import first_difference, scripted_rounds
+
+    from conftest import REPO
+
+    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "cache_not_cropped"]
+    nbformat.write(make_submission(SOLUTION, entry), tmp_path / "bug.ipynb")
+    bug = load_decoder_classes(tmp_path / "bug.ipynb", ("CachedSpeculativeDecoder",))["CachedSpeculativeDecoder"]
+    decoder = bug(*(str(p) for p in zoo.materialize("scripted")), device="cpu")
+    drawn = record_rounds(decoder, prompt_for_token(zoo.scripted_script().cycle[20]), 30, 4)
+    expected = scripted_rounds(drawn.prompt_ids, drawn.result, 30, drawn.decode)
+    first = first_difference(drawn, expected)
+    caches = [r.cache_after for r in drawn.rounds] != [r.cache_after for r in expected.rounds]
+    assert caches and first == next(i for i, (a, b) in enumerate(zip(drawn.rounds, expected.rounds))
+                                    if a.cache_after != b.cache_after), f"outlined round {first}"
+    text = compare_text(drawn, expected)
+    assert f"first difference: round {first}: keeps" in text and "positions in the target's cache" in text, text
+    assert compare(drawn, expected).count("<tr class='round yours sd-first'>") == 1
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@
 
 The visible check of each test in the grading plan (`autograder/hidden.py`, the first of its checks) runs on
 the solution's classes with the oracle behind a recorder, so every question those checks ask is written
-down with its answer, failure paths' included. `specdec-course release` writes the file and
+down with its answer, failure paths' included, and so are the correct rounds of check_exact's cases, which a test
+cell draws over a decode that failed. `specdec-course release` writes the file and
 `release --check` fails on a stale one, as on a stale notebook.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks import LocalRunner
 from specdec_kit.checks.answers import ANSWERS_FILE, FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
+from specdec_kit.checks.behaviour import EXACT_QUESTIONS
 
 from ..core.oracle import ORACLE, Oracle
 from ..core.plan import load_plan
@@ -44,6 +46,8 @@ def render_answers(solution: Path, autograder_dir: Path) -> str:
     recorder = Recorder()
     for class_name, check in visible:
         check(LocalRunner(classes[class_name]), answers=recorder)
+    for question in EXACT_QUESTIONS:  # asked only where a test cell draws a decode of check_exact that failed
+        recorder.exact_rounds(*question)
     records = {method: dict(sorted(answers.items())) for method, answers in sorted(recorder.records.items())}
     document = {"version": FORMAT_VERSION,
                 "about": "What correct decoding does on the visible checks' cases; written by specdec-course "

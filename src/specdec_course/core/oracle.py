@@ -1,5 +1,6 @@
-"""The course's oracle: every round of correct decoding on the `scripted` pair, prompt lookup's drafts and
-rounds, and the adaptive-k schedule, computed by the instructor package and never shipped to students.
+"""The course's oracle: every round of correct decoding on the `scripted` pair (and, from their models, on the other
+zoo pairs), prompt lookup's drafts and rounds, and the adaptive-k schedule, computed by the instructor package and
+never shipped to students.
 
     rounds = predict_rounds(last_token, k=4, max_tokens=24)  # DecodeResult of correct decoding on `scripted`
     ORACLE.lookup(ids, k)                                    # what checks.answers asks, answered live
@@ -10,10 +11,12 @@ checks with it to write the answers the student package reads as data.
 
 from __future__ import annotations
 
+import torch
+
 from specdec_kit import zoo
-from specdec_kit.baseline import first_difference
+from specdec_kit.baseline import first_difference, zoo_greedy, zoo_model
 from specdec_kit.bench import LOOKUP_NGRAM
-from specdec_kit.checks.answers import AdaptiveRounds, LookupAnswer
+from specdec_kit.checks.answers import AdaptiveRounds, ExactRounds, LookupAnswer
 from specdec_kit.result import DecodeResult
 from specdec_kit.timing import ForwardCosts
 
@@ -178,6 +181,30 @@ def predict_adaptive_rounds(last_token: int, k: int, max_tokens: int, costs: For
 
 
 
+@torch.inference_mode()
+def exact_rounds(pair: str, prompt: str, k: int, max_tokens: int) -> ExactRounds:
+    """What correct greedy speculative decoding does on the zoo pair `pair`: the target's greedy tokens (the kit's
+    own, `zoo_greedy`), in rounds of min(k, budget left - 1) drafts, the draft model's greedy tokens after the text
+    so far, of which the prefix that equals the target's tokens is accepted, then the target's own token."""
+    expected = list(zoo_greedy(pair, prompt, max_tokens))
+    draft, tokenizer = zoo_model(pair, "draft")
+    text = tokenizer(prompt, return_tensors="pt").input_ids
+    tokens, proposed, accepted, drafts = [], [], [], []
+    while len(tokens) < len(expected):
+        ids, chain = torch.cat([text, torch.tensor([tokens], dtype=text.dtype)], dim=1), []
+        for _ in range(min(k, max_tokens - len(tokens) - 1)):
+            chain.append(int(draft(ids).logits[0, -1].argmax()))
+            ids = torch.cat([ids, torch.tensor([[chain[-1]]], dtype=ids.dtype)], dim=1)
+        target = expected[len(tokens):len(tokens) + len(chain)]
+        n_accepted = first_difference(chain, target)
+        round_tokens = expected[len(tokens):len(tokens) + n_accepted + 1]  # ends at EOS, where the target's text does
+        tokens += round_tokens
+        proposed.append(len(chain))
+        accepted.append(min(n_accepted, len(round_tokens)))
+        drafts.append(tuple(chain))
+    return ExactRounds(DecodeResult("", tokens, proposed, accepted), tuple(drafts))
+
+
 class Oracle:
     """The questions of `specdec_kit.checks.answers`, answered by computing them."""
 
@@ -197,6 +224,9 @@ class Oracle:
 
     def adaptive_rounds(self, start: int, k: int, max_tokens: int, costs: ForwardCosts, max_k: int) -> AdaptiveRounds:
         return predict_adaptive_rounds(start, k, max_tokens, costs, max_k)
+
+    def exact_rounds(self, pair: str, prompt: str, k: int, max_tokens: int) -> ExactRounds:
+        return exact_rounds(pair, prompt, k, max_tokens)
 
 
 ORACLE = Oracle()

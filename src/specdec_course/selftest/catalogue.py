@@ -6,8 +6,9 @@ selftest, the kit's tests and the table in docs/instructors.md.
 
 Each entry is the reference solution with `edits` (exact (old, new) replacements, each found once in the
 solution's code), its `kind` (`bug` or `variant`: correct code written differently, which loses only what it gives
-up, as `variant_uncached_only` gives up the caches), the tests it must lose (`fails`) and `message`, the words of
-the check's verdict its feedback must show. `losses` finds which tests an entry loses, without nbgrader or timing.
+up, as `variant_uncached_only` gives up the caches), the tests it must lose (`fails`), `message`, the words of
+the check's verdict its feedback must show, and `messages`, the words each lost test's message must hold (its
+cause). `losses` finds which tests an entry loses, without nbgrader or timing.
 Importing this module needs no nbgrader.
 """
 
@@ -38,6 +39,7 @@ class Entry:
     fails: frozenset[str] = field(default_factory=frozenset)
     message: str = ""  # text the student's feedback must show: the check's words for this bug
     unsure: frozenset[str] = field(default_factory=frozenset)  # timed tests too close to call: not judged
+    messages: tuple[tuple[str, str], ...] = ()  # (test, words its message must hold) for each test a bug loses
 
 
 def load_catalogue(autograder_dir: Path) -> list[Entry]:
@@ -45,7 +47,8 @@ def load_catalogue(autograder_dir: Path) -> list[Entry]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     entries = [Entry(e["name"], e["description"], e.get("kind", ""), tuple(e.get("edits", ())),
-                     frozenset(e.get("fails", ())), e.get("message", ""), frozenset(e.get("unsure", ())))
+                     frozenset(e.get("fails", ())), e.get("message", ""), frozenset(e.get("unsure", ())),
+                     tuple(sorted(e.get("messages", {}).items())))
                for e in module.CATALOGUE]
     wrong = [e.name for e in entries if e.kind not in KINDS]
     if wrong:

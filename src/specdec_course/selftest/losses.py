@@ -22,8 +22,8 @@ from .catalogue import Entry, make_submission
 
 def notebook_losses(notebook: nbformat.NotebookNode, path: Path, autograder_dir: Path,
                     tests: list[str] | None = None) -> dict[str, str]:
-    """test -> the words of its first failing check, for each of `tests` (default: all) that `notebook`'s classes
-    lose; `path` is where the notebook is written to be loaded."""
+    """test -> the words of its first failing check (with the notes the kit adds to a student's exception), for each
+    of `tests` (default: all) that `notebook`'s classes lose; `path` is where the notebook is written to be loaded."""
     plan = load_plan(autograder_dir)
     nbformat.write(notebook, path)
     classes = load_decoder_classes(path, tuple(sorted({name for name, _ in plan.tests.values()})))
@@ -34,7 +34,7 @@ def notebook_losses(notebook: nbformat.NotebookNode, path: Path, autograder_dir:
             for check in test_checks:
                 check(classes[class_name])
         except (Exception, NoProgress, CheckTimeout) as e:  # CheckFailed, the student's own exception, a loop
-            found[test] = f"{type(e).__name__}: {e}"
+            found[test] = "\n".join([f"{type(e).__name__}: {e}", *getattr(e, "__notes__", [])])  # the kit's notes
     return found
 
 

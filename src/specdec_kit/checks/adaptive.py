@@ -55,11 +55,11 @@ def check_adaptive_rounds(runner, cases, costs: ForwardCosts, answers, max_k: in
                                                      f"{how_tokens_differ(got.token_ids, expected.token_ids)}")
         require_seen_forwards(outcome)
         prompt_ids = zoo_tokenizer()(prompt).input_ids
-        judge_rounds(what, rounds, outcome.forwards["target"], len(prompt_ids))
-        try:  # both caches kept across rounds and cropped after a rejection, as Part 2's
-            judge_cache_use(outcome, prompt_ids + got.token_ids, max_k)
+        try:  # both caches kept across rounds and cropped after a rejection, as Part 2's: first, as the rounds are
+            judge_cache_use(outcome, prompt_ids + got.token_ids, max_k)  # read off forwards that trust the caches
         except CheckFailed as e:
             raise CheckFailed(f"{what}: {e}") from None
+        judge_rounds(what, rounds, outcome.forwards["target"], len(prompt_ids))
 
 
 def judge_rounds(what: str, rounds, calls, prompt_len: int) -> None:

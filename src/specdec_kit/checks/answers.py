@@ -11,6 +11,10 @@ Both answer the same questions:
     answers.lookup(ids, k)                               # LookupAnswer: prompt lookup's drafts after `ids`
     answers.lookup_rounds(ids, expected, k)              # rounds prompt lookup takes to emit `expected`
     answers.adaptive_rounds(start, k, max_tokens, costs, max_k)  # AdaptiveRounds of correct adaptive k
+    answers.exact_rounds(pair, prompt, k, max_tokens)    # ExactRounds of correct greedy decoding on another pair
+
+`exact_rounds` is asked only where a test cell draws a decode of `check_exact` that never returned: the release
+records it for that check's own cases (`behaviour.EXACT_QUESTIONS`), and the grader, which draws nothing, never asks it.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ def to_record(value) -> object:
         return {**asdict(value), "result": to_record(value.result)}
     if isinstance(value, LookupAnswer):
         return asdict(value)
+    if isinstance(value, ExactRounds):
+        return {"result": to_record(value.result), "drafts": [list(d) for d in value.drafts]}
     return value
 
 
@@ -72,10 +78,21 @@ def from_record(method: str, record):
         return AdaptiveRounds(from_record("rounds", record["result"]), tuple(record["k"]), tuple(record["planned"]),
                               tuple(record["counted"]),
                               tuple((tuple(r), tuple(j)) for r, j in record["counts"]))
+    if method == "exact_rounds":
+        return ExactRounds(from_record("rounds", record["result"]), tuple(map(tuple, record["drafts"])))
     if method == "lookup":
         return LookupAnswer(tuple(map(tuple, record["drafts"])),
                             tuple(tuple(m) if m is not None else None for m in record["matches"]))
     return record
+
+
+@dataclass(frozen=True)
+class ExactRounds:
+    """Correct greedy speculative decoding on a zoo pair: its result and each round's drafts (the draft model's greedy
+    tokens after the text so far)."""
+
+    result: DecodeResult
+    drafts: tuple[tuple[int, ...], ...]
 
 
 class RecordedAnswers:
@@ -106,6 +123,9 @@ class RecordedAnswers:
 
     def adaptive_rounds(self, start: int, k: int, max_tokens: int, costs, max_k: int) -> AdaptiveRounds:
         return self._answer("adaptive_rounds", start, k, max_tokens, costs, max_k)
+
+    def exact_rounds(self, pair: str, prompt: str, k: int, max_tokens: int) -> ExactRounds:
+        return self._answer("exact_rounds", pair, prompt, k, max_tokens)
 
 
 @cache

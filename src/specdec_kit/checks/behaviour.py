@@ -8,20 +8,26 @@ oracle while grading) and against the target's own greedy decoding elsewhere.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from .. import zoo
 from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
 from ..result import DecodeResult
-from ..rounds import Rounds, build_rounds, scripted_rounds
+from ..rounds import Rounds, build_rounds, correct_rounds, scripted_rounds, verified_rounds
 from ..rounds import first_difference as first_round_difference
-from .answers import answers_or_recorded
+from ..timing import NoProgress
+from .answers import answers_or_recorded, recorded
 from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 from .outcomes import CaseOutcome
 
 PROMPTS = ("The future of Artificial Intelligence is", "Write the lyrics to the song 'Happy Birthday'.",
            "def fibonacci(n):\n")
 K_VALUES = (1, 2, 4, 7)
+EXACT_TOKENS = 30
+# check_exact's own cases, whose correct rounds the release records (answers.exact_rounds) for a test cell to draw
+EXACT_QUESTIONS = tuple(("tiny", prompt, k, EXACT_TOKENS) for prompt in PROMPTS for k in K_VALUES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +114,8 @@ def check_verify_alignment(decoder, starts: tuple[int, ...] | None = None,
         require(position == expected,
                 f"with drafts {drafts} after token {start}, the first rejected draft is at index {expected}, "
                 f"your verifier said {position}. The target's prediction for draft token i is the logit at "
-                f"position L-1+i (L = length before the draft); comparing position L+i is the off-by-one.")
+                f"position L-1+i (L = length before the draft); comparing position L+i (one late) or L-2+i (one "
+                "early) is the off-by-one.")
 
 
 def check_correction_and_bonus(decoder, rejected: int = 0, accepted_from: int = 0) -> None:
@@ -186,22 +193,111 @@ def decode_rounds(outcome: CaseOutcome, prompt: str, max_tokens: int, expected: 
     return None if first_round_difference(yours, correct) is None else (yours, correct, title)
 
 
+# A decode a check runs, for drawing it if it fails: its prompt, a title, and correct decoding's rounds (from the
+# prompt's ids and the tokenizer's decode), or None where the kit does not know them.
+Case = tuple[str, str, Callable[[list[int], Callable], Rounds | None]]
+
+
+def scripted_case(prompt: str, max_tokens: int, expected: DecodeResult, title: str, cached: bool = False) -> Case:
+    return prompt, title, lambda ids, decode: scripted_rounds(ids, expected, max_tokens, decode, cached)
+
+
+def exact_case(pair: str, prompt: str, k: int, max_tokens: int) -> Case:
+    """A case of check_exact: correct decoding's rounds where the release recorded them (its own cases)."""
+    def correct(ids: list[int], decode) -> Rounds | None:
+        try:
+            answer = recorded().exact_rounds(pair, prompt, k, max_tokens)
+        except LookupError:
+            return None
+        return correct_rounds(ids, answer.result, [list(d) for d in answer.drafts], max_tokens, decode,
+                              {zoo_tokenizer(pair).eos_token_id}, cached=False)
+    return prompt, f"k={k}, prompt {prompt!r}", correct
+
+
+@contextmanager
+def failed_decodes_shown(runner, cases: list[Case]):
+    """A decode that fails in the block (NoProgress, or the student's own exception) carries, as `rounds`, the rounds
+    it completed, as its verifier returned them (its probe's `stuck` event), over correct decoding's for its case
+    (`cases`, one per case of the request). Only a runner that keeps its events (the notebook's) gives them: the
+    grader draws nothing."""
+    try:
+        yield
+    except (Exception, NoProgress) as e:
+        drawn = stuck_rounds(getattr(runner, "events", []), cases)
+        if drawn is not None and getattr(e, "rounds", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attributes
+                e.rounds = drawn
+        raise
+
+
+def stuck_rounds(events: list[dict], cases: list[Case]) -> tuple[Rounds, Rounds, str] | None:
+    """(the failed decode's rounds, correct decoding's, a title) from the last `stuck` event, or None."""
+    stuck = next((e for e in reversed(events) if e.get("event") == "stuck"), None)
+    if stuck is None or not 0 <= stuck["index"] < len(cases):
+        return None
+    prompt, title, correct = cases[stuck["index"]]
+    tokenizer = zoo_tokenizer()
+    prompt_ids = tokenizer(prompt).input_ids
+    expected = correct(prompt_ids, tokenizer.decode)
+    return None if expected is None else (verified_rounds(prompt_ids, stuck["rounds"], tokenizer.decode), expected,
+                                          f"{title}, the rounds it completed before it failed")
+
+
+def cache_length_advice(outcome: CaseOutcome, prompt_length: int, result: DecodeResult) -> str:
+    """Where a forward of a decode ran on a KV cache that held more or fewer positions than the text before its
+    round, the words that say so; "" where each fits the text, or where the kit cannot tell (no cache, not one
+    target forward a round, counts that do not add up to the tokens).
+
+    A round's target forward feeds what its cache lacks of the text, then the round's drafts: its cache and feed,
+    less those drafts, reach the text's length, as the round's first draft forward does."""
+    target, draft = outcome.forwards["target"], outcome.forwards["draft"]
+    emitted = [n + 1 for n in result.accepted]  # each round's accepted drafts and the target's token
+    if (not any(c.cached_tokens for c in target + draft) or len(target) != len(result.proposed)
+            or not sum(emitted[:-1]) < len(result.token_ids) <= sum(emitted)):
+        return ""
+    text = prompt_length
+    for r, (call, proposed) in enumerate(zip(target, result.proposed)):
+        after = target[r - 1].started if r else float("-inf")
+        first_draft = next((c for c in draft if after < c.started < call.started), None)
+        for role, seen, drafts in (("draft", first_draft, 0), ("target", call, proposed)):
+            if seen is not None and seen.cached_tokens + seen.new_tokens - drafts != text:
+                return _cache_length_words(r, role, seen, drafts, text)
+        text += emitted[r]
+    return ""
+
+
+def _cache_length_words(r: int, role: str, call, drafts: int, text: int) -> str:
+    reached = call.cached_tokens + call.new_tokens - drafts
+    more = reached > text
+    fed = f"{call.new_tokens} tokens" + (f" ({drafts} of them drafts)" if drafts else "")
+    return (f"In round {r} the {role}'s forward ran on a KV cache of {call.cached_tokens} positions and fed {fed}, "
+            f"so the text it ran on reached position {reached} where the text had {text} tokens: the {role}'s cache "
+            f"held {'more' if more else 'fewer'} positions than the text. "
+            + ("After a rejection crop both caches to the accepted text (crop_to in rollback)." if more else
+               "Feed every position of the text that the cache lacks."))
+
+
 EXACT_ADVICE = "Check the acceptance rule, what you append each round and when the loop stops."
 
 
 def check_exact(decoder, pair: str = "tiny", prompts: tuple[str, ...] = PROMPTS,
-                k_values: tuple[int, ...] = K_VALUES, max_tokens: int = 30, *, what: str = "greedy speculative",
-                advice: str = EXACT_ADVICE, draft_free: bool = False, init: dict | None = None) -> None:
+                k_values: tuple[int, ...] = K_VALUES, max_tokens: int = EXACT_TOKENS, *,
+                what: str = "greedy speculative", advice: str = EXACT_ADVICE, draft_free: bool = False,
+                init: dict | None = None) -> None:
     """Each (prompt, k) decode must equal the target's greedy output; `draft_free`: with no draft forwards either.
     `init`: further constructor arguments (probes.init_kwargs)."""
     cases = [(prompt, max_tokens, k) for prompt in prompts for k in k_values]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": pair, "cases": cases, "init": init or {}})
+    runner = as_runner(decoder)
+    with failed_decodes_shown(runner, [exact_case(pair, prompt, k, max_tokens) for prompt, _, k in cases]):
+        outcomes = runner.run({"kind": "decode", "pair": pair, "cases": cases, "init": init or {}})
     for (prompt, _, k), outcome in zip(cases, outcomes):
         expected = list(zoo_greedy(pair, prompt, max_tokens))
-        got = decoded(outcome, f"k={k}, prompt {prompt!r}").token_ids
-        require(got == expected,
-                f"k={k}, prompt {prompt!r}: {what} output must equal the target's own greedy output; "
-                f"{how_tokens_differ(got, expected)}. {advice}")
+        result = decoded(outcome, f"k={k}, prompt {prompt!r}")
+        got = result.token_ids
+        if got != expected:
+            caches = cache_length_advice(outcome, len(zoo_tokenizer(pair)(prompt).input_ids), result)
+            raise CheckFailed(f"k={k}, prompt {prompt!r}: {what} output must equal the target's own greedy output; "
+                              f"{how_tokens_differ(got, expected)}. {caches or advice}")
         if draft_free:
             require_seen_forwards(outcome)
             require(not outcome.forwards["draft"], f"{what} drafts without a model: the kit saw "
@@ -228,19 +324,32 @@ def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None 
     cases = cases or eos_and_budget_cases()
     eos_in_prompt = zoo_tokenizer().eos_token + prompt_for_token(script.cycle[0])
     requests = [(prompt_for_token(start), max_tokens, k) for start, k, max_tokens, _ in cases]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
-                                       "cases": [*requests, (eos_in_prompt, 10, 4)]})
-    for (start, k, max_tokens, label), (prompt, _, _), outcome in zip(cases, requests, outcomes):
-        expected = answers.rounds(start, k, max_tokens)
+    expectations = [answers.rounds(start, k, max_tokens) for start, k, max_tokens, _ in cases]
+    runner = as_runner(decoder)
+    with failed_decodes_shown(runner, [
+            *[scripted_case(prompt, max_tokens, expected, f"{label} (k={k}, max_tokens={max_tokens})")
+              for (_, k, max_tokens, label), (prompt, _, _), expected in zip(cases, requests, expectations)],
+            (eos_in_prompt, "a prompt that holds EOS", lambda ids, decode: None)]):
+        outcomes = runner.run({"kind": "decode", "pair": "scripted", "ids": True,
+                               "cases": [*requests, (eos_in_prompt, 10, 4)]})
+    for (_, k, max_tokens, label), (prompt, _, _), outcome, expected in zip(cases, requests, outcomes, expectations):
         with rounds_shown(outcome, prompt, max_tokens, expected, f"{label} (k={k}, max_tokens={max_tokens})"):
             got = decoded(outcome, label)
             require(got.token_ids == expected.token_ids,
                     f"{label} (k={k}, max_tokens={max_tokens}): expected tokens {expected.token_ids}, got "
-                    f"{got.token_ids}: {how_tokens_differ(got.token_ids, expected.token_ids)}. Emit EOS and nothing "
-                    "after it, and never more than max_tokens new tokens.")
+                    f"{got.token_ids}: {how_tokens_differ(got.token_ids, expected.token_ids)}. "
+                    + eos_and_budget_advice(got.token_ids, expected.token_ids))
     got = decoded(outcomes[-1], "a prompt that holds EOS")
     require(len(got.token_ids) == 10, "an EOS inside the prompt must not stop decoding; only a generated EOS does "
                                       f"(max_tokens=10, got {len(got.token_ids)} tokens: {got.token_ids})")
+
+
+def eos_and_budget_advice(got: list[int], expected: list[int]) -> str:
+    """Where to look: the end of the text where only its end differs, else the rounds before it."""
+    if got[:len(expected)] == expected or expected[:len(got)] == got:
+        return "Emit EOS and nothing after it, and never more than max_tokens new tokens."
+    return ("The tokens part before EOS or the budget come into it: look at the first round that differs (the test "
+            "cell draws your rounds over correct decoding's) and pass test_exact first.")
 
 
 COUNTED_EDGES = {  # eos_and_budget_cases whose counts test_counts judges, and the rule each shows
@@ -255,9 +364,16 @@ def check_counts(decoder, starts: tuple[int, ...] | None = None, k: int = 4, ans
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = starts or tuple(script.cycle[10:16])
     edges = [case for case in eos_and_budget_cases() if case[3] in COUNTED_EDGES]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True, "cases": [
-        *[(prompt_for_token(start), 24, k) for start in starts],
-        *[(prompt_for_token(start), max_tokens, edge_k) for start, edge_k, max_tokens, _ in edges]]})
+    runner = as_runner(decoder)
+    with failed_decodes_shown(runner, [
+            *[scripted_case(prompt_for_token(start), 24, answers.rounds(start, k, 24),
+                            f"prompt {prompt_for_token(start)!r} (k={k}, max_tokens=24)") for start in starts],
+            *[scripted_case(prompt_for_token(start), max_tokens, answers.rounds(start, edge_k, max_tokens),
+                            f"{label} (k={edge_k}, max_tokens={max_tokens})")
+              for start, edge_k, max_tokens, label in edges]]):
+        outcomes = runner.run({"kind": "decode", "pair": "scripted", "ids": True, "cases": [
+            *[(prompt_for_token(start), 24, k) for start in starts],
+            *[(prompt_for_token(start), max_tokens, edge_k) for start, edge_k, max_tokens, _ in edges]]})
     for start, outcome in zip(starts, outcomes):
         expected, prompt = answers.rounds(start, k, 24), prompt_for_token(start)
         with rounds_shown(outcome, prompt, 24, expected, f"prompt {prompt!r} (k={k}, max_tokens=24)"):
@@ -397,8 +513,12 @@ def check_cache_use(decoder, starts: tuple[int, ...] | None = None, k: int = 4, 
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = starts or tuple(script.cycle[20:24])
     prompts = [prompt_for_token(start) for start in starts]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
-                                       "cases": [(prompt, max_tokens, k) for prompt in prompts]})
+    runner = as_runner(decoder)
+    with failed_decodes_shown(runner, [scripted_case(prompt, max_tokens, answers.rounds(start, k, max_tokens),
+                                                     f"prompt {prompt!r} (k={k}, max_tokens={max_tokens})", cached=True)
+                                       for start, prompt in zip(starts, prompts)]):
+        outcomes = runner.run({"kind": "decode", "pair": "scripted", "ids": True,
+                               "cases": [(prompt, max_tokens, k) for prompt in prompts]})
     for start, prompt, outcome in zip(starts, prompts, outcomes):
         expected = answers.rounds(start, k, max_tokens)
         with rounds_shown(outcome, prompt, max_tokens, expected, f"prompt {prompt!r} (k={k}, max_tokens={max_tokens})",

@@ -5,7 +5,8 @@
 
 A check that passes prints one line saying what it checked. One that fails raises as it would anywhere (so nbgrader
 fails the cell), its traceback showing the student's frames only (`tracebacks`); where it found other tokens or
-counts than correct decoding on the `scripted` pair, the cell first draws the decode's rounds above correct
+counts than correct decoding on the `scripted` pair, or a decode there never returned (the rounds it completed), the
+cell first draws the decode's rounds above correct
 decoding's, the first difference marked (`rounds.compare`): HTML under IPython (Jupyter, Colab, and so the executed
 notebook and its feedback page), plain text elsewhere. Only the case that failed is drawn, and only here: the grader
 calls the checks themselves (the visible ones and the hidden ones), which draw nothing.
@@ -16,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..rounds import Rounds, compare, compare_text
+from ..timing import NoProgress
 from ..tracebacks import ipython_shell
-from .core import CheckFailed, LocalRunner
+from .core import LocalRunner
 
 # What each visible test checks, in the words of its passing line (test_speedup prints its own measurement).
 CHECKED = {
@@ -53,8 +55,8 @@ def run_test(test: str, check: Callable, decoder_class: type, **kwargs) -> None:
     runner = LocalRunner(decoder_class)
     try:
         check(runner, **kwargs)
-    except CheckFailed as e:
-        if e.rounds is not None:
+    except (Exception, NoProgress) as e:  # a check's verdict, a decode that never ended, the student's own error
+        if getattr(e, "rounds", None) is not None:
             show_rounds(*e.rounds, test=test)
         raise
     print(f"{test} passed: {CHECKED[test]} ({describe_runs(runner.ran)})")

@@ -53,18 +53,20 @@ class LocalRunner:
 
     Each probe may run for `seconds` (Unix, main thread: a SIGALRM timer; elsewhere without a limit), the
     offline models' first build not counted; past it, CheckTimeout names the call that had not returned.
-    `ran` counts the cases run, by the probe's kind and pair.
+    `ran` counts the cases run, by the probe's kind and pair; `events` holds the last request's events, so that a
+    check can read what a failed decode did (its `stuck` event).
     """
 
     def __init__(self, decoder_class: type, seconds: float = LOCAL_SECONDS):
         self.decoder_class, self.seconds = decoder_class, seconds
         self.ran: Counter[tuple[str, str]] = Counter()
+        self.events: list[dict] = []
         set_threads()
 
     def run(self, request: dict) -> list[CaseOutcome]:
         from .outcomes import assemble  # which reads this module's CheckFailed
 
-        events = []
+        events = self.events = []
         pair_dirs(request["pair"])  # builds the offline pair once per machine, outside the time limit
         try:
             with _time_limit(self.seconds, events):

@@ -4,8 +4,9 @@ correction tokens, EOS and budget edges, all predicted from the script and check
 import pytest
 import torch
 
-from specdec_course.core.oracle import predict_rounds
+from specdec_course.core.oracle import exact_rounds, predict_rounds
 from specdec_kit import zoo
+from specdec_kit.checks.behaviour import EXACT_QUESTIONS
 
 from conftest import target_greedy
 
@@ -97,3 +98,13 @@ def test_budget_is_exact(scripted_decoder, max_tokens, k):
     assert len(got.token_ids) == max_tokens, f"max_tokens={max_tokens}, k={k}: got {len(got.token_ids)} tokens"
     assert max(got.proposed) <= max_tokens - 1, "drafts beyond what the budget leaves room for are not proposed"
     assert_rounds_as_scripted(scripted_decoder, start, k, max_tokens)
+
+
+@pytest.mark.parametrize("question", EXACT_QUESTIONS[::3], ids=lambda q: f"k{q[2]}-{q[1][:12]}")
+def test_exact_rounds_on_another_pair_are_the_solutions(solution_classes, tiny_dirs, question):
+    """check_exact's own cases on `tiny`, whose rounds a test cell draws: the oracle's are the solution's, round for
+    round."""
+    pair, prompt, k, max_tokens = question
+    got = solution_classes["SpeculativeDecoder"](*tiny_dirs, device="cpu").speculative_decode(prompt, max_tokens, k)
+    expected = exact_rounds(pair, prompt, k, max_tokens).result
+    assert (got.token_ids, got.proposed, got.accepted) == (expected.token_ids, expected.proposed, expected.accepted)

@@ -53,6 +53,15 @@ def test_a_stale_entry_is_refused():
         make_submission(SOLUTION, Entry("stale", "", edits=(("no such code", ""),)))
 
 
+def test_every_bug_says_what_each_lost_tests_message_must_hold():
+    untold = {e.name: sorted(e.fails - {TIMED} - dict(e.messages).keys()) for e in BUGS}
+    stray = {e.name: sorted(dict(e.messages).keys() - e.fails) for e in BUGS}
+    assert not any(untold.values()) and not any(stray.values()), (
+        f"each bug's `messages` name every test it loses, the speed test's timing aside: missing {untold}, "
+        f"not lost {stray}"
+    )
+
+
 @pytest.mark.parametrize("entry", BUGS, ids=lambda e: e.name)
 def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
     lost = [t for t in PLAN.tests if t in entry.fails]
@@ -62,6 +71,9 @@ def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
     assert not passed, f"{entry.name} should fail {passed} too (the catalogue says it loses {sorted(entry.fails)})"
     assert any(entry.message in words for words in found.values()), \
         f"{entry.name}: no failing check says {entry.message!r}; they said {found}"
+    unnamed = {test: found[test] for test, words in entry.messages if words not in found[test]}
+    assert not unnamed, f"{entry.name}: these tests' messages should name the cause ({dict(entry.messages)}): " \
+                        f"{unnamed}"
 
 
 def test_instructors_page_lists_the_catalogue():
