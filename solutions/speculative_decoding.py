@@ -65,7 +65,7 @@ import sys
 import tempfile
 import urllib.request
 
-KIT = "{{KIT_INSTALL}}"  # filled in by `specdec-course release`
+KIT = "{{KIT_INSTALL}}"  # the course's support package, at the tag this notebook was published with
 PINS = "{{KIT_PINS}}"  # constraints.txt at the same tag: the versions the course tested
 
 
@@ -88,7 +88,7 @@ if os.environ.get("SPECDEC_GRADING") != "1" and importlib.util.find_spec("specde
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to
+from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to, zoo
 from specdec_kit.bench import benchmark_decoder, checked_decoder
 from specdec_kit.loading import (
     check_same_vocab,
@@ -107,6 +107,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
 TARGET, DRAFT = resolve_pair(PAIR)
 print(f"device {DEVICE}, pair {PAIR}: target {TARGET}, draft {DRAFT}")
+zoo.materialize_all([*zoo.CHECK_PAIRS, PAIR])  # the offline models, built once per machine: says so, and how long
 
 # %% [markdown]
 # ## Part 1: speculative decoding without caches
@@ -750,11 +751,16 @@ hidden.check_sampling(SpeculativeSampler)
 # Your sampler beside the target's own sampling and HF's speculative sampling (generate with an assistant and
 # do_sample=True) on the sweep above, at temperature 1 (0.7 too on a GPU). Sampled text follows the target's
 # distribution, not its greedy tokens, so speedups are over the target's own sampling at the same temperature.
-sampled = bench.compare({"SpeculativeSampler": SpeculativeSampler}, TARGET, DRAFT, load_prompts()[:sweep.prompts],
-                        list(sweep.k_values), pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens,
-                        device=DEVICE, methods=list(bench.SAMPLING_METHODS), temperatures=list(sweep.temperatures))
-figure = plot_bench(sampled)
-pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acceptance_rate", "alpha"]].round(3)
+# It runs once your sampler decodes the smallest pair (until then this cell says so and moves on).
+from IPython.display import display
+
+if bench.finished({"SpeculativeSampler": SpeculativeSampler}, bench.SAMPLING_METHODS):
+    sampled = bench.compare({"SpeculativeSampler": SpeculativeSampler}, TARGET, DRAFT, load_prompts()[:sweep.prompts],
+                            list(sweep.k_values), pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens,
+                            device=DEVICE, methods=list(bench.SAMPLING_METHODS), temperatures=list(sweep.temperatures))
+    figure = plot_bench(sampled)
+    display(pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acceptance_rate",
+                                              "alpha"]].round(3))
 
 # %% [markdown]
 # ## Bonus: prompt lookup (extra credit)
@@ -831,13 +837,19 @@ hidden.check_lookup(PromptLookupDecoder)
 
 # %% tags=["demo"]
 # Prompt lookup beside your model-drafted decoder and HF's prompt lookup, on the sweep above: the target's greedy
-# tokens every time, with fewer target forwards per token where the text repeats.
-lookup = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder, "PromptLookupDecoder": PromptLookupDecoder},
-                       TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
-                       repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
-                       methods=["target_greedy", "cached", *bench.LOOKUP_METHODS])
-figure = plot_bench(lookup)
-pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token", "acceptance_rate"]].round(3)
+# tokens every time, with fewer target forwards per token where the text repeats. It runs once your decoder gives
+# the target's tokens on the smallest pair (until then this cell says so and moves on).
+from IPython.display import display
+
+lookup_classes = {"CachedSpeculativeDecoder": CachedSpeculativeDecoder, "PromptLookupDecoder": PromptLookupDecoder}
+lookup_methods = ["target_greedy", "cached", *bench.LOOKUP_METHODS]
+if bench.finished(lookup_classes, lookup_methods):
+    lookup = bench.compare(lookup_classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values),
+                           pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
+                           methods=lookup_methods)
+    figure = plot_bench(lookup)
+    display(pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token",
+                                             "acceptance_rate"]].round(3))
 
 # %% [markdown]
 # ## Bonus: adaptive k (extra credit)
@@ -965,12 +977,17 @@ hidden.check_adaptive(AdaptiveSpeculativeDecoder)
 ### END HIDDEN TESTS
 
 # %% tags=["demo"]
-# Adaptive k (first k 4) beside every fixed k of your cached decoder and HF's heuristic schedule, on the sweep above;
-# `specdec-course adaptive` judges them on two pairs whose best fixed k differ.
-adaptive = bench.compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
-                          "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
-                         TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
-                         repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
-                         methods=["target_greedy", "cached", *bench.ADAPTIVE_METHODS])
-figure = plot_bench(adaptive)
-pd.DataFrame(adaptive["summary"])[["method", "k", "speedup", "target_forwards_per_token", "tokens_per_round"]].round(3)
+# Adaptive k (first k 4) beside every fixed k of your cached decoder and HF's heuristic schedule, on the sweep above.
+# It runs once your decoder gives the target's tokens on the smallest pair (until then this cell says so and moves on).
+from IPython.display import display
+
+adaptive_classes = {"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                    "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder}
+adaptive_methods = ["target_greedy", "cached", *bench.ADAPTIVE_METHODS]
+if bench.finished(adaptive_classes, adaptive_methods):
+    adaptive = bench.compare(adaptive_classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values),
+                             pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
+                             methods=adaptive_methods)
+    figure = plot_bench(adaptive)
+    display(pd.DataFrame(adaptive["summary"])[["method", "k", "speedup", "target_forwards_per_token",
+                                               "tokens_per_round"]].round(3))

@@ -549,6 +549,18 @@ class NotReady:
         return f"<not ready: {self._error}>"
 
 
+def finished(decoder_classes: dict[str, type], methods, say: Callable[[str], None] = print) -> bool:
+    """Whether every decoder that `methods` time passes `preflight` (seconds, on the tiny pair); where one does not,
+    `say` says in one line which and what to finish first, so that a bonus part's demo skips its benchmark instead of
+    failing the notebook's run."""
+    try:
+        preflight(decoder_classes, methods, say=None)
+    except NotReadyError as e:
+        say(f"Skipped until it is finished: {e}")
+        return False
+    return True
+
+
 def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):
     """`decoder_class(target, draft, device=device, **init)` once it decodes the tiny pair as its target does
     (`preflight`, seconds); until then a `NotReady` stand-in that says what to finish first wherever it is used."""

@@ -2,6 +2,7 @@
 
 import json
 import multiprocessing
+import re
 
 import pytest
 from transformers import AutoModelForCausalLM
@@ -77,4 +78,13 @@ def test_a_first_build_says_so_and_a_built_pair_is_silent(tmp_path, monkeypatch,
     again = capsys.readouterr().err
     assert "building the offline pair 'scripted'" in first and "once per machine" in first, \
         f"the first build should say what it builds: {first!r}"
+    assert re.search(r"built 'scripted' in \d+ s", first), f"and how long it took: {first!r}"
     assert "building" not in again, f"a pair already built should load silently: {again!r}"
+
+
+def test_a_notebook_builds_its_pairs_up_front_and_skips_hub_models(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECDEC_KIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(zoo, "CHECK_PAIRS", ("scripted",))
+    zoo.materialize_all([*zoo.CHECK_PAIRS, "pythia", "zoo:scripted"])
+    said = capsys.readouterr().err
+    assert said.count("building the offline pair") == 1 and "pythia" not in said, said
