@@ -167,8 +167,8 @@ The whole notebook on a 2-core CPU with nothing else running, as the course meas
 A busy machine multiplies these times: other programs that keep its cores busy slow every cell down, and the
 benchmark cells say so when they measure it. A first run builds the kit's offline models into
 `~/.cache/specdec-kit`, once per machine: the imports cell says which it builds and how long each took. Each
-bonus part's benchmark runs once its class passes its checks on the smallest pair; until then the cell says so
-in one line and moves on.
+bonus part's benchmark runs once its class decodes the smallest pair as its target does; until then the cell says
+so in one line and moves on.
 
 ## The `specdec-kit` command
 

@@ -53,10 +53,12 @@ def time_cells(notebook: nbformat.NotebookNode, workdir: Path, fresh_cache: bool
         if fresh_cache:
             env[settings.CACHE] = stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-zoo-"))
         stack.enter_context(mock.patch.dict("os.environ", env))
-        # The kernel on local sockets, as the student README's headless run has it (no TCP warning to print).
+        # The kernel on local sockets, as the student README's headless run has it (no TCP warning to print); their
+        # path absolute, as the kernel runs in `workdir`, not here.
+        sockets = {"transport": "ipc", "ip": str(workdir.resolve() / "kernel-ipc")}
         client = NotebookClient(notebook, timeout=1800, allow_errors=True, kernel_name="python3",
                                 resources={"metadata": {"path": str(workdir)}},
-                                config=Config({"KernelManager": {"transport": "ipc"}}))
+                                config=Config({"KernelManager": sockets}))
         rows = []
         with client.setup_kernel():
             for index, cell in enumerate(notebook.cells):
