@@ -42,7 +42,7 @@ from specdec_kit.checks.outcomes import METHODS, assemble
 from specdec_kit.probes import ProbeError
 
 from .sandbox import Sandbox
-from .served import ModelServer, OutOfTime
+from .served import ModelServer, NoProgress, OutOfTime
 
 HOST_SCRIPT = Path(__file__).with_name("sandbox_host.py")
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
@@ -212,7 +212,7 @@ class Child:
         if self._conn is None:
             self._start()
         if self.models is not None:
-            self.models.reset()
+            self.models.reset(request)
         self._send(request)
         named = METHODS.get(request["kind"], "the notebook's code") if hidden else None
         return self._events(time.monotonic() + seconds, limit or f"{seconds:.0f} s", named)
@@ -278,6 +278,9 @@ class Child:
         except OutOfTime:
             self.close()
             raise ChildFailed(_named(call), kind="Timeout", message=f"did not return within {limit}") from None
+        except NoProgress as e:
+            self.close()
+            raise ChildFailed(_named(call), kind="NoProgress", message=str(e)) from None
         except Exception as e:  # the server's own failure (its model's complaints are answered to the child)
             self.close()
             raise GraderFailed(f"the grader's model server failed on a request ({type(e).__name__}: {e})") from e

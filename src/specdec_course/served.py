@@ -53,6 +53,12 @@ class OutOfTime(Exception):
     a generate): the check fails as a time limit, and the time was the submission's own."""
 
 
+class NoProgress(Exception):
+    """The target was sent the same text on the same cache more times in a row than the request has decodes: a
+    correct decode emits a token every round, so its target never sees the same input twice in a row, and only
+    separate decodes (samples of one prompt) can repeat one. The check fails at once rather than at its limit."""
+
+
 class Complaint(Exception):
     """The model's own complaint about an input the child sent (its reply says what): the child's to handle."""
 
@@ -110,12 +116,17 @@ class ModelServer:
         self._held = 0  # their sum: a request's room is found without measuring every held cache
         self._handles = itertools.count(1)
         self._deadline = math.inf  # the request's being served (`serve`)
+        self._repeats_allowed, self._last_target, self._repeats = math.inf, None, 0  # see NoProgress
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
         return {str(folder): [pair, role] for pair in self.pairs for role, folder in zip(ROLES, zoo.materialize(pair))}
 
-    def reset(self) -> None:
+    def reset(self, request: dict | None = None) -> None:
+        """Forget the last request's caches; `request` (the grader's own, about to be sent) bounds the target's
+        repeated inputs by its decodes (NoProgress)."""
+        self._repeats_allowed = _decodes(request) if request is not None else math.inf
+        self._last_target, self._repeats = None, 0
         self._caches.clear()
         self._lengths.clear()
         self._held = 0
@@ -190,6 +201,8 @@ class ModelServer:
             if cache is not None:
                 self._measure(handle)
         events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
+        if request["role"] == "target":
+            self._progressed((cached, events[-1]["ids"]))
         kept = cache_of(out)
         if kept is not None and cache is None:
             handle = self._keep(kept)
@@ -243,11 +256,27 @@ class ModelServer:
             self._held += length - self._lengths.get(handle, 0)
             self._lengths[handle] = length
 
+    def _progressed(self, target_input: tuple) -> None:
+        """Count the target's input repeated in a row; past the request's decodes, NoProgress."""
+        self._repeats = self._repeats + 1 if target_input == self._last_target else 0
+        self._last_target = target_input
+        if self._repeats >= self._repeats_allowed:
+            raise NoProgress(f"it sent the target the same tokens on the same cache {self._repeats + 1} times in a "
+                             "row: a round that emits no token, so the decode makes no progress")
+
     def _room(self, new: int) -> None:
         """Let go of the least recently used caches until `new` more positions and one more cache fit."""
         while self._caches and (self._held + new > MAX_HELD or len(self._caches) >= MAX_CACHES):
             oldest, _ = self._caches.popitem(last=False)
             self._held -= self._lengths.pop(oldest)
+
+
+def _decodes(request: dict) -> int:
+    """How many decodes a probe request runs: its cases, each a decode but a sampling case's samples."""
+    cases = request.get("cases") or []
+    if request.get("kind") == "sample":
+        return sum(int(case[5]) for case in cases)
+    return max(1, len(cases))
 
 
 def _event(role: str, new_tokens: int, cached: int, ids: list[int]) -> dict:

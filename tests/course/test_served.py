@@ -14,12 +14,12 @@ import torch
 
 from specdec_course import served
 from specdec_course.isolation import Child, ChildRunner, Host
-from specdec_course.served import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, OutOfTime
+from specdec_course.served import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, NoProgress, OutOfTime
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
 
-from conftest import nothing_warned
+from conftest import REPO, nothing_warned
 from corpora import FORGE_FORWARDS, compiled_models, solved, with_cell
 
 SCRIPTED = {"kind": "decode", "pair": "scripted", "ids": True,
@@ -116,6 +116,43 @@ def test_a_request_stops_at_the_deadline_of_the_check_that_asked():
     forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
     with pytest.raises(OutOfTime):
         server.serve(forward, lambda message: None, deadline=time.monotonic() - 1)
+
+
+def test_the_same_target_input_more_often_in_a_row_than_the_request_has_decodes_is_no_progress():
+    """A decode emits a token each round, so its target never sees one input twice in a row; only separate decodes
+    (samples of a prompt) can repeat one, as often as the request has them, and a draft's repeats never count."""
+    forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
+    samples = {"kind": "sample", "cases": [["a", 2, 1, 1.0, 1.0, 3, 0], ["b", 2, 1, 1.0, 1.0, 2, 1]]}
+    server = ModelServer(["tiny"])
+    for request, allowed in ((SCRIPTED, 2), (samples, 5)):
+        server.reset(request)
+        for _ in range(allowed):
+            server.serve(forward, lambda message: None)
+            server.serve({**forward, "role": "draft"}, lambda message: None)  # a draft's input between: no reset
+        with pytest.raises(NoProgress, match=f"{allowed + 1} times in a row: a round that emits no token"):
+            server.serve(forward, lambda message: None)
+    server.reset(SCRIPTED)
+    for ids in ([[1, 2, 3]], [[1, 2, 4]], [[1, 2, 3]], [[1, 2, 4]]):  # alternating inputs are progress
+        server.serve({**forward, "ids": ids}, lambda message: None)
+
+
+def test_a_loop_that_emits_no_token_fails_its_check_at_once():
+    """The catalogued loop that adds nothing in a round with no room for drafts is stopped by the server at its
+    first repeat past the request's decodes, long before the check's time limit, and the message says why."""
+    from specdec_course.catalogue import load_catalogue, make_submission
+    from specdec_course.isolation import ChildFailed
+
+    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "no_bonus_token_in_loop"]
+    child = child_of(make_submission(REPO / "solutions" / "speculative_decoding.ipynb", entry),
+                     ModelServer(["scripted"]))
+    started = time.monotonic()
+    try:
+        with pytest.raises(ChildFailed) as failed:
+            ChildRunner(child, "SpeculativeDecoder", 60).run(SCRIPTED)
+    finally:
+        child.close()
+    assert failed.value.kind == "NoProgress" and "a round that emits no token" in failed.value.message, failed.value
+    assert time.monotonic() - started < 30, f"stopped after {time.monotonic() - started:.0f} s, not at once"
 
 
 @pytest.mark.slow
