@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from specdec_course import served
-from specdec_course.isolation import Child, ChildRunner, Host
+from specdec_course.isolation import Child, ChildFailed, ChildRunner, Host
 from specdec_course.served import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, NoProgress, OutOfTime
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
 
-from conftest import REPO, nothing_warned
-from corpora import FORGE_FORWARDS, compiled_models, solved, with_cell
+from conftest import nothing_warned
+from corpora import FORGE_FORWARDS, catalogue_entry, compiled_models, solved, with_cell
 
 SCRIPTED = {"kind": "decode", "pair": "scripted", "ids": True,
             "cases": [("a b c", 20, 3), ("x y", 16, 5)]}
@@ -139,12 +139,7 @@ def test_the_same_target_input_more_often_in_a_row_than_the_request_has_decodes_
 def test_a_loop_that_emits_no_token_fails_its_check_at_once():
     """The catalogued loop that adds nothing in a round with no room for drafts is stopped by the server at its
     first repeat past the request's decodes, long before the check's time limit, and the message says why."""
-    from specdec_course.catalogue import load_catalogue, make_submission
-    from specdec_course.isolation import ChildFailed
-
-    [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "no_bonus_token_in_loop"]
-    child = child_of(make_submission(REPO / "solutions" / "speculative_decoding.ipynb", entry),
-                     ModelServer(["scripted"]))
+    child = child_of(catalogue_entry("no_bonus_token_in_loop"), ModelServer(["scripted"]))
     started = time.monotonic()
     try:
         with pytest.raises(ChildFailed) as failed:
