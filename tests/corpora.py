@@ -76,6 +76,22 @@ def blank() -> nbformat.NotebookNode:
     return nbformat.read(RELEASE, as_version=4)
 
 
+LATER_CLASSES = ("cached_speculative_decoder", "speculative_sampler", "prompt_lookup_decoder",
+                 "adaptive_speculative_decoder")
+
+
+def first_class() -> nbformat.NotebookNode:
+    """The solution's SpeculativeDecoder, every later class as released (their stubs): a notebook that earns the
+    first seven tests and loses CACHED, graded in a third of the solution's time. The base of the cases about the
+    notebook's own run (an exit, a crash, a sleep), whose point is that the verdict's points stand whatever the
+    kernel did; the verdict's cost is the solution's cases, not theirs."""
+    notebook, released = solved(), {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in blank().cells}
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in LATER_CLASSES:
+            cell.source = released[cell.metadata.nbgrader.grade_id]
+    return notebook
+
+
 def edited(notebook: nbformat.NotebookNode, old: str, new: str) -> nbformat.NotebookNode:
     """`notebook` with `old` (found exactly once in its code) replaced by `new`."""
     cells = [c for c in notebook.cells if c.cell_type == "code" and old in c.source]
@@ -257,20 +273,26 @@ BROKEN = [
     Case("metadata_stripped", metadata_stripped, Expected("graded", (), "grading metadata restored")),
     Case("cells_reordered", tests_first, Expected("graded", (), "the kit's verdict stands")),
     Case("answer_as_markdown", answer_as_markdown, Expected(message="graded as code")),
-    Case("raising_at_import", lambda: with_cell(solved(), "import a_module_that_does_not_exist\n", after="imports"),
-         Expected(message="a_module_that_does_not_exist")),
-    Case("sys_exit", lambda: with_cell(solved(), "import sys\nsys.exit()\n", after="speculative_decoder")),
-    Case("os_exit", lambda: with_cell(solved(), "import os\nos._exit(3)\n", after="cached_speculative_decoder"),
-         Expected("kernel_died", (), "exited with status 3")),
-    Case("raise_system_exit", lambda: with_cell(solved(), "raise SystemExit(1)\n", after="speculative_decoder")),
-    Case("keyboard_interrupt", lambda: with_cell(solved(), "raise KeyboardInterrupt\n", after="speculative_decoder")),
-    Case("segfault", lambda: with_cell(solved(), "import ctypes\nctypes.string_at(0)\n", after="test_counts"),
-         Expected("kernel_died", (), "segmentation fault")),
+    # What the notebook's own run meets (an exit, a crash, a failed import) on first_class: its seven tests stand.
+    Case("raising_at_import", lambda: with_cell(first_class(), "import a_module_that_does_not_exist\n",
+                                                after="imports"),
+         Expected(loses=CACHED, message="a_module_that_does_not_exist")),
+    Case("sys_exit", lambda: with_cell(first_class(), "import sys\nsys.exit()\n", after="speculative_decoder"),
+         Expected(loses=CACHED)),
+    Case("os_exit", lambda: with_cell(first_class(), "import os\nos._exit(3)\n", after="cached_speculative_decoder"),
+         Expected("kernel_died", CACHED, "exited with status 3")),
+    Case("raise_system_exit", lambda: with_cell(first_class(), "raise SystemExit(1)\n", after="speculative_decoder"),
+         Expected(loses=CACHED)),
+    Case("keyboard_interrupt", lambda: with_cell(first_class(), "raise KeyboardInterrupt\n",
+                                                 after="speculative_decoder"),
+         Expected(loses=CACHED)),
+    Case("segfault", lambda: with_cell(first_class(), "import ctypes\nctypes.string_at(0)\n", after="test_counts"),
+         Expected("kernel_died", CACHED, "segmentation fault")),
     Case("infinite_loop", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + LOOP),
          Expected("timeout", ("test_eos_and_budget",), "did not return")),
-    Case("unbounded_memory", lambda: with_cell(edited(solved(), DRAFT_START, MEMORY + DRAFT_START), HOARD,
+    Case("unbounded_memory", lambda: with_cell(edited(first_class(), DRAFT_START, MEMORY + DRAFT_START), HOARD,
                                                after="imports"),
-         Expected(loses=("test_draft_tokens",), message="MemoryError")),
+         Expected(loses=("test_draft_tokens", *CACHED), message="MemoryError")),
     Case("huge_outputs", huge_outputs),
     Case("colab_round_trip", colab_round_trip),
 ]
@@ -672,8 +694,8 @@ STUDENTS = [
     Case("delegates", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE.replace("        self.reset_caches()",
                                                                                     DELEGATE)),
          Expected(loses=("test_cache_use", "test_speedup"), flag="delegates decoding", marker=True)),
-    Case("sleeps_when_graded", lambda: with_cell(solved(), SLEEP_WHEN_GRADED, after="test_counts"),
-         Expected("timeout", (), "stopped a cell at its time limit and went on: cell", marker=True)),
+    Case("sleeps_when_graded", lambda: with_cell(first_class(), SLEEP_WHEN_GRADED, after="test_counts"),
+         Expected("timeout", CACHED, "stopped a cell at its time limit and went on: cell", marker=True)),
     Case("compiled_models", compiled_models),
     Case("long_docstrings", long_docstrings),
     Case("fills_space", fills_space,

@@ -131,7 +131,7 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
 
 def _aborted(error: Exception) -> bool:
     """The check was cut short by the machine's limits rather than judged (the row names these)."""
-    return isinstance(error, ChildFailed) or (isinstance(error, ProbeError)
+    return (isinstance(error, ChildFailed) and error.kind != "NoProgress") or (isinstance(error, ProbeError)
                                               and error.kind in ("MemoryError", "RecursionError"))
 
 
@@ -142,6 +142,8 @@ def failure_message(error: Exception) -> str:
     if isinstance(error, ChildFailed) and error.kind == "Timeout":
         return (f"{error.method} {error.message}: a loop that never ends (for example a round that emits no "
                 "token, so the decode makes no progress)")
+    if isinstance(error, ChildFailed) and error.kind == "NoProgress":
+        return f"{error.method} made no progress: {error.message}"
     if isinstance(error, ChildFailed):
         return f"{error.method} stopped the grading process: {error.message}"
     if isinstance(error, ProbeError):

@@ -27,7 +27,7 @@ from specdec_kit.checks.outcomes import METHODS, assemble
 from specdec_kit.probes import ProbeError
 
 from .host import GraderFailed, Host
-from .models import ModelServer, OutOfTime
+from .models import ModelServer, NoProgress, OutOfTime
 from .timing_gate import QUIET
 
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
@@ -104,8 +104,11 @@ class Child:
             if event["event"] == "model":
                 events += self._serve(event, call, deadline, limit)
                 continue
-            if event["event"] == "call" and named is None:
-                call = event
+            if event["event"] == "call":
+                if self.models is not None:
+                    self.models.called()
+                if named is None:
+                    call = event
             events.append(event)
             if event["event"] in ("done", "loaded"):
                 return events
@@ -124,6 +127,9 @@ class Child:
         except OutOfTime:
             self.close()
             raise ChildFailed(_named(call), kind="Timeout", message=f"did not return within {limit}") from None
+        except NoProgress as e:
+            self.close()
+            raise ChildFailed(_named(call), kind="NoProgress", message=str(e)) from None
         except Exception as e:  # the server's own failure (its model's complaints are answered to the child)
             self.close()
             raise GraderFailed(f"the grader's model server failed on a request ({type(e).__name__}: {e})") from e

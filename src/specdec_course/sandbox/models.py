@@ -53,6 +53,15 @@ class OutOfTime(Exception):
     a generate): the check fails as a time limit, and the time was the submission's own."""
 
 
+class NoProgress(Exception):
+    """One call of the student's code sent the target the same text on the same cache more than REPEATS times in a
+    row: a correct decode emits a token every round, so its input changes every round; a loop whose rounds emit
+    nothing sends it until the check's limit. The check fails at once rather than at that limit."""
+
+
+REPEATS = 8  # a correct call may send one input a few times in a row (a warm-up, a second look at a round)
+
+
 class Complaint(Exception):
     """The model's own complaint about an input the child sent (its reply says what): the child's to handle."""
 
@@ -110,15 +119,22 @@ class ModelServer:
         self._held = 0  # their sum: a request's room is found without measuring every held cache
         self._handles = itertools.count(1)
         self._deadline = math.inf  # the request's being served (`serve`)
+        self._last_target, self._sends = None, 0  # see NoProgress
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
         return {str(folder): [pair, role] for pair in self.pairs for role, folder in zip(ROLES, zoo.materialize(pair))}
 
     def reset(self) -> None:
+        """Forget the last request's caches, before a new request."""
+        self.called()
         self._caches.clear()
         self._lengths.clear()
         self._held = 0
+
+    def called(self) -> None:
+        """A new call of the student's code began: its target inputs are counted afresh (NoProgress)."""
+        self._last_target, self._sends = None, 0
 
     def serve(self, request: dict, send, deadline: float = math.inf) -> list[dict]:
         """Run the child's `request` before `deadline` (time.monotonic(); else OutOfTime), `send` the reply (a JSON
@@ -190,6 +206,8 @@ class ModelServer:
             if cache is not None:
                 self._measure(handle)
         events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
+        if request["role"] == "target":
+            self._progressed((cached, events[-1]["ids"]))
         kept = cache_of(out)
         if kept is not None and cache is None:
             handle = self._keep(kept)
@@ -242,6 +260,14 @@ class ModelServer:
             length = self._caches[handle].get_seq_length()
             self._held += length - self._lengths.get(handle, 0)
             self._lengths[handle] = length
+
+    def _progressed(self, target_input: tuple) -> None:
+        """Count the target's input repeated in a row; past REPEATS in one call, NoProgress."""
+        self._sends = self._sends + 1 if target_input == self._last_target else 1
+        self._last_target = target_input
+        if self._sends > REPEATS:
+            raise NoProgress(f"it sent the target the same tokens on the same cache {self._sends} times in a "
+                             "row: a round that emits no token, so the decode makes no progress")
 
     def _room(self, new: int) -> None:
         """Let go of the least recently used caches until `new` more positions and one more cache fit."""

@@ -281,6 +281,7 @@ def test_student_distribution_holds_the_student_package_alone(published, tmp_pat
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and nbconvert (minutes)
+@pytest.mark.install
 def test_set_up_cell_installs_the_published_tree_and_the_blank_notebook_runs(published, tmp_path):
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=published, check=True)
     subprocess.run(["git", "add", "-A"], cwd=published, check=True)

@@ -13,15 +13,15 @@ import pytest
 import torch
 
 from specdec_course.sandbox import models
-from specdec_course.sandbox.child import Child, ChildRunner
+from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
 from specdec_course.sandbox.host import Host
-from specdec_course.sandbox.models import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, OutOfTime
+from specdec_course.sandbox.models import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, NoProgress, OutOfTime
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks import LocalRunner
 
 from conftest import nothing_warned
-from corpora import FORGE_FORWARDS, compiled_models, solved, with_cell
+from corpora import FORGE_FORWARDS, catalogue_entry, compiled_models, solved, with_cell
 
 SCRIPTED = {"kind": "decode", "pair": "scripted", "ids": True,
             "cases": [("a b c", 20, 3), ("x y", 16, 5)]}
@@ -117,6 +117,38 @@ def test_a_request_stops_at_the_deadline_of_the_check_that_asked():
     forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
     with pytest.raises(OutOfTime):
         server.serve(forward, lambda message: None, deadline=time.monotonic() - 1)
+
+
+def test_one_call_sending_the_target_one_input_more_than_repeats_times_in_a_row_is_no_progress():
+    """A decode emits a token each round, so its target's input changes every round: one call of the student's code
+    may send one input REPEATS times in a row (a warm-up), not more; a draft's input between does not break the row,
+    a new call (each sample of a prompt is one) or a new request starts it afresh."""
+    forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
+    server = ModelServer(["tiny"])
+    for begin in (server.reset, server.called):
+        begin()
+        for _ in range(models.REPEATS):
+            server.serve(forward, lambda message: None)
+            server.serve({**forward, "role": "draft"}, lambda message: None)
+        with pytest.raises(NoProgress, match=f"{models.REPEATS + 1} times in a row: a round that emits no token"):
+            server.serve(forward, lambda message: None)
+    server.called()
+    for ids in [[[1, 2, 3]], [[1, 2, 4]]] * models.REPEATS:  # alternating inputs are progress
+        server.serve({**forward, "ids": ids}, lambda message: None)
+
+
+def test_a_loop_that_emits_no_token_fails_its_check_at_once():
+    """The catalogued loop that adds nothing in a round with no room for drafts is stopped by the server at its
+    first input sent more than REPEATS times in a row, long before the check's time limit, and the message says why."""
+    child = child_of(catalogue_entry("no_bonus_token_in_loop"), ModelServer(["scripted"]))
+    started = time.monotonic()
+    try:
+        with pytest.raises(ChildFailed) as failed:
+            ChildRunner(child, "SpeculativeDecoder", 60).run(SCRIPTED)
+    finally:
+        child.close()
+    assert failed.value.kind == "NoProgress" and "a round that emits no token" in failed.value.message, failed.value
+    assert time.monotonic() - started < 30, f"stopped after {time.monotonic() - started:.0f} s, not at once"
 
 
 @pytest.mark.slow

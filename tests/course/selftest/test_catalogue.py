@@ -5,7 +5,7 @@ Each bug is the solution with the catalogue's edits, loaded through the seam: ev
 loses fails here too, in seconds, and one of them says the entry's message. (The speed test's timing, and
 "loses nothing else", are the selftest's: it grades every entry through the real grading path. So is "a
 correct variant passes every check it does not name": the selftest expects each variant to lose exactly the
-tests it names (no variant has unsure ones), and CI's `make selftest` grades every variant.)
+tests it names (no variant has unsure ones), and `make test-release`'s selftest grades every variant.)
 
 Example run: python -m pytest tests/course/selftest/test_catalogue.py -q
 """

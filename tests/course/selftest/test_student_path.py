@@ -55,6 +55,7 @@ def test_readme_commands_are_the_ones_this_test_runs():
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and JupyterLab (about two minutes)
+@pytest.mark.install
 def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
     (setup_venv, _, install, open_lab), (install_torch,), (headless,), _ = readme_commands(
