@@ -31,7 +31,7 @@ KIT_LAYERS = [
 # imports from its own level and those below, in its sub-package and in the sub-packages below.
 COURSE_LAYERS = [
     ("core", [["__init__", "pins", "nbgrader_course", "oracle", "plan", "regular_files"], ["config"]]),
-    ("authoring", [["__init__", "notebooks", "answers"], ["release"]]),
+    ("authoring", [["__init__", "notebooks", "answers", "points"], ["release"]]),
     ("sandbox", [["__init__", "uids", "enter", "processes", "models", "baseline", "timing_gate"], ["box"],
                  ["host", "kernel"], ["child"], ["host_main"]]),
     ("bench", [["__init__", "hf_methods", "adaptive"]]),
@@ -40,7 +40,7 @@ COURSE_LAYERS = [
                  ["safe_nbconvert", "collect", "speed"], ["feedback", "verdict"], ["course"], ["notebook_run"], ["row"],
                  ["batch"], ["results"]]),
     ("platforms", [["__init__", "similarity", "lms", "gradescope"], ["report"]]),
-    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run"]]),
+    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses"]]),
 ]
 LAYERS: dict[str, tuple[int, int]] = {  # a unit of the table -> (its layer, its level in the layer)
     **{f"{KIT}.{name}": (layer, 0) for layer, names in enumerate(KIT_LAYERS) for name in names},

@@ -149,7 +149,7 @@ def course_config(lines: list[str]) -> Config:
 
 
 def hostile_notebook() -> nbformat.NotebookNode:
-    from course.test_feedback import rounds_picture
+    from course.grading.test_feedback import rounds_picture
 
     return new_notebook(cells=[
         new_markdown_cell(HOSTILE_MARKDOWN, metadata={"nbgrader": REPORT}),  # the hand-graded report, as the issue's
