@@ -83,8 +83,9 @@ LATER_CLASSES = ("cached_speculative_decoder", "speculative_sampler", "prompt_lo
 def first_class() -> nbformat.NotebookNode:
     """The solution's SpeculativeDecoder, every later class as released (their stubs): a notebook that earns the
     first seven tests and loses CACHED, graded in a third of the solution's time. The base of the cases about the
-    notebook's own run (an exit, a crash, a sleep), whose point is that the verdict's points stand whatever the
-    kernel did; the verdict's cost is the solution's cases, not theirs."""
+    notebook's form (a format, a layout, metadata, outputs) and its own run (an exit, a crash, a sleep), whose point
+    is that the verdict's points are what the code earns whatever its form or the kernel did; the verdict's cost is
+    the solution's cases, not theirs."""
     notebook, released = solved(), {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in blank().cells}
     for cell in notebook.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") in LATER_CLASSES:
@@ -194,18 +195,18 @@ def for_readers(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def nbformat3() -> nbformat.NotebookNode:
-    return nbformat.convert(solved(), 3)
+    return nbformat.convert(first_class(), 3)
 
 
 def test_cells_deleted() -> nbformat.NotebookNode:
-    notebook = solved()
+    notebook = first_class()
     notebook.cells = [c for c in notebook.cells if not c.metadata.get("nbgrader", {}).get("grade_id", "")
                       .startswith("test_")]
     return notebook
 
 
 def metadata_stripped() -> nbformat.NotebookNode:
-    notebook = solved()
+    notebook = first_class()
     for cell in notebook.cells:
         cell.metadata = {}
     return notebook
@@ -213,7 +214,7 @@ def metadata_stripped() -> nbformat.NotebookNode:
 
 def tests_first() -> nbformat.NotebookNode:
     """Every test cell moved above the code: the notebook's own run fails them, the code is still right."""
-    notebook = solved()
+    notebook = first_class()
     tests = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")]
     rest = [c for c in notebook.cells if c not in tests]
     notebook.cells = rest[:3] + tests + rest[3:]
@@ -231,7 +232,7 @@ def answer_as_markdown() -> nbformat.NotebookNode:
 
 
 def huge_outputs() -> nbformat.NotebookNode:
-    notebook = solved()
+    notebook = first_class()
     cell = next(c for c in notebook.cells if c.metadata.get("tags") == ["demo"])
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 79 + "\n") for _ in range(200_000)]
     return notebook
@@ -240,7 +241,7 @@ def huge_outputs() -> nbformat.NotebookNode:
 def colab_round_trip() -> nbformat.NotebookNode:
     """What saving from Colab does to a notebook (made by hand): Colab's metadata on the notebook and on
     every cell, its kernelspec, saved outputs; nbgrader's cell metadata kept."""
-    notebook = solved()
+    notebook = first_class()
     notebook.metadata = {"colab": {"provenance": [], "gpuType": "T4", "toc_visible": True},
                          "accelerator": "GPU",
                          "kernelspec": {"name": "python3", "display_name": "Python 3"},
@@ -268,10 +269,10 @@ BROKEN = [
     Case("not_json", lambda: b"{ this is not a notebook", Expected("invalid", AUTO, "not a Jupyter notebook")),
     Case("empty_file", lambda: b"", Expected("invalid", AUTO, "the file is empty")),
     Case("empty_notebook", lambda: nbformat.v4.new_notebook(), Expected("invalid", AUTO, "holds no code")),
-    Case("nbformat_3", nbformat3, Expected("graded", (), "notebook format 3")),
-    Case("test_cells_deleted", test_cells_deleted),
-    Case("metadata_stripped", metadata_stripped, Expected("graded", (), "grading metadata restored")),
-    Case("cells_reordered", tests_first, Expected("graded", (), "the kit's verdict stands")),
+    Case("nbformat_3", nbformat3, Expected("graded", CACHED, "notebook format 3")),
+    Case("test_cells_deleted", test_cells_deleted, Expected(loses=CACHED)),
+    Case("metadata_stripped", metadata_stripped, Expected("graded", CACHED, "grading metadata restored")),
+    Case("cells_reordered", tests_first, Expected("graded", CACHED, "the kit's verdict stands")),
     Case("answer_as_markdown", answer_as_markdown, Expected(message="graded as code")),
     # What the notebook's own run meets (an exit, a crash, a failed import) on first_class: its seven tests stand.
     Case("raising_at_import", lambda: with_cell(first_class(), "import a_module_that_does_not_exist\n",
@@ -293,8 +294,8 @@ BROKEN = [
     Case("unbounded_memory", lambda: with_cell(edited(first_class(), DRAFT_START, MEMORY + DRAFT_START), HOARD,
                                                after="imports"),
          Expected(loses=("test_draft_tokens", *CACHED), message="MemoryError")),
-    Case("huge_outputs", huge_outputs),
-    Case("colab_round_trip", colab_round_trip),
+    Case("huge_outputs", huge_outputs, Expected(loses=CACHED)),
+    Case("colab_round_trip", colab_round_trip, Expected(loses=CACHED)),
 ]
 
 
