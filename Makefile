@@ -49,7 +49,7 @@ $(STAMP4): pyproject.toml environment.yml
 
 .PHONY: test-transformers4
 test-transformers4: $(STAMP) $(STAMP4)
-	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/kit/test_cache.py tests/course/core/test_oracle.py tests/kit/test_forwards.py \
+	$(VENV4)/bin/python -m pytest -q -m "not install" tests/kit/test_cache.py tests/course/core/test_oracle.py tests/kit/test_forwards.py \
 		tests/kit/test_exactness.py tests/kit/test_errors.py tests/course/selftest/test_catalogue.py
 
 # The kit proves itself: real nbgrader autograding of the solution, the blank release and the catalogue.

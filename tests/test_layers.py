@@ -134,6 +134,7 @@ def test_every_module_is_in_a_layer():
                                 f"{set(LAYER) - names}"
 
 
+@pytest.mark.slow
 def test_what_a_notebook_imports_never_imports_the_instructor_pipeline():
     code = ("import sys\n" + "".join(f"import {m}\n" for m in NOTEBOOK_MODULES)
             + "print(sorted(m for m in sys.modules if m.startswith(('specdec_course', 'nbgrader'))))")

@@ -70,6 +70,7 @@ class Rounds:
     def save(self, path: str | Path) -> Path:
         """A self-contained HTML page of these rounds (no script, nothing fetched)."""
         path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)  # out/ on a first run
         path.write_text(f"<!doctype html><meta charset='utf-8'><title>Rounds</title><body>{render(self)}</body>\n")
         return path
 

@@ -27,6 +27,7 @@ def tiny_run(tmp_path_factory):
     return out, json.loads((out / "bench.json").read_text())
 
 
+@pytest.mark.slow
 def test_json_follows_schema_and_files_exist(tiny_run):
     out, document = tiny_run
     bench.validate(document)

@@ -23,6 +23,7 @@ def notebook():
     return load_notebook(SOLUTION)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", UNCACHED_CHECKS, ids=lambda c: c.__name__)
 def test_solution_passes(notebook, check):
     check(notebook.SpeculativeDecoder)

@@ -11,6 +11,7 @@ from specdec_kit.prompts import load_prompts
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     code = main(["demo", "--pair", "tiny", "--k", "3", "--max-new-tokens", "12", "--threads", "2"])

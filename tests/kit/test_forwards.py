@@ -1,5 +1,7 @@
 """Behaviour counted from outside the decoder: forward calls and the input length of each."""
 
+import pytest
+
 from specdec_kit import zoo
 from specdec_kit.timing import ForwardRecorder
 
@@ -94,6 +96,7 @@ def test_cache_is_used_as_a_prefix_rolled_back_or_not_at_all(solution_classes, s
         f"and a cache holding the whole input cropped by one; got {got}")
 
 
+@pytest.mark.slow
 def test_the_counters_do_not_make_a_compiled_model_recompile(tiny_dirs):
     """A notebook that compiles its models (torch.compile) is counted by fresh hooks at every check: the hooks run
     as they are, so their state never becomes a guard that recompiles the model at every call."""

@@ -87,6 +87,7 @@ def test_exact_distributions_come_from_the_targets_logits():
         "temperature 0.7 raises the probabilities to the power 1/0.7; top_p 0.8 keeps both of these tokens")
 
 
+@pytest.mark.slow
 def test_reference_sampler_passes_visible_and_hidden_checks():
     from specdec_course.core.plan import load_plan
 

@@ -97,6 +97,7 @@ def test_forwards_are_priced_by_input_length():
     assert adaptive_bench.forward_seconds(row, micro) == pytest.approx(2.5 + 1.0 + 1.5 + 2.0 + 2.5 + 0.5)
 
 
+@pytest.mark.slow
 def test_adaptive_command_judges_each_pair(tmp_path, capsys):
     code = main(["adaptive", "--pairs", "tiny", "--k", "1,4", "--repeats", "1", "--limit", "2",
                  "--max-new-tokens", "16", "--threads", "2", "--out", str(tmp_path),

@@ -18,7 +18,8 @@ from specdec_course.core import nbgrader_course as course_nbgrader
 from specdec_course.core.config import Deadline
 from specdec_course.core.regular_files import RefusedEntry, write_below
 from specdec_course.grading import batch as grading_batch
-from specdec_course.grading import course, gradebook, notebook_run, preprocessors, results
+from specdec_course.grading import course as grading_course
+from specdec_course.grading import gradebook, notebook_run, preprocessors, results
 from specdec_course.grading.collect import Submission, collect
 from specdec_course.platforms import lms
 
@@ -123,7 +124,7 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     course = tmp_path / "course"
-    course.prepare_course(course, SOLUTION, REPO / "autograder")
+    grading_course.prepare_course(course, SOLUTION, REPO / "autograder")
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         assert gradebook.find_assignment("speculative_decoding").name == "speculative_decoding", \
@@ -135,15 +136,15 @@ def test_course_setup_does_not_need_the_venv_on_path(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_failed_course_setup_stops_with_nbgraders_output(tmp_path, monkeypatch):
     monkeypatch.setattr(course_nbgrader, "nbgrader_env", lambda: {"PATH": "/nonexistent", "HOME": str(tmp_path)})
-    with pytest.raises(course.GradingSetupError, match="generate_assignment failed"):
-        course.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
+    with pytest.raises(grading_course.GradingSetupError, match="generate_assignment failed"):
+        grading_course.prepare_course(tmp_path / "course", SOLUTION, REPO / "autograder")
 
 
 @pytest.mark.parametrize("option,value,words", [("jobs", 0, "--jobs must be at least 1"),
                                                 ("notebook_seconds", -5, "positive number of seconds")])
 def test_bad_options_stop_before_anything_is_set_up(tmp_path, option, value, words):
     with pytest.raises(ValueError, match=words):
-        course.setup_batch(tmp_path / "course", SOLUTION, REPO / "autograder", **{option: value})
+        grading_course.setup_batch(tmp_path / "course", SOLUTION, REPO / "autograder", **{option: value})
     assert not (tmp_path / "course").exists(), "nothing may be set up for options that are refused"
 
 
@@ -162,7 +163,7 @@ def batch(tmp_path_factory):
     tamper.cells.insert(3, nbformat.v4.new_code_cell(write_all))
     for name, notebook in (("amy", solved()), ("zed", blank()), ("mallory", tamper)):
         nbformat.write(notebook, submissions / f"{name}.ipynb")
-    setup = course.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
+    setup = grading_course.setup_batch(course, SOLUTION, REPO / "autograder", jobs=2)
     finished = []
     grades, _ = results.grade_class(root / "graded", collect(submissions), setup, progress=finished.append)
     return course, root / "graded" / "feedback", {g.student: g for g in grades}, finished

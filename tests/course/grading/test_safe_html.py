@@ -159,6 +159,7 @@ def hostile_notebook() -> nbformat.NotebookNode:
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_page_of_a_hostile_notebook_runs_nothing_and_shows_its_plot_and_rounds(tmp_path):
     """Rendered as the course renders feedback (its config, SafePageExporter), with the Content-Security-Policy and

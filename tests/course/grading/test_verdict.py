@@ -53,6 +53,7 @@ def test_solution_passes_every_check_from_outside(plan, tmp_path):
         f"the solution's cells load cleanly; got {judged.load_problems}, not run {judged.not_run}"
 
 
+@pytest.mark.slow
 def test_blank_release_fails_every_test_naming_the_stub(plan):
     judged = judge(blank(), plan)
     assert lost(judged) == set(plan.tests), f"the blank must fail every test; passed {set(plan.tests) - lost(judged)}"
@@ -60,6 +61,7 @@ def test_blank_release_fails_every_test_naming_the_stub(plan):
         assert "NotImplementedError" in result.message, f"{test} should name the stub; said {result.message!r}"
 
 
+@pytest.mark.slow
 def test_top_level_statements_never_run(plan):
     """A cell that replaces the checks at top level (or anything else that is not a definition) is listed, not run."""
     tamper = "from specdec_kit import checks\nchecks.require = lambda *a: None\nprint('experiment')\n"
@@ -79,6 +81,7 @@ def test_a_crash_costs_only_the_checks_it_crashes(plan):
     assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
 
 
+@pytest.mark.slow
 def test_a_method_cannot_rewrite_the_judge(plan):
     """Replacing the checks from inside a method changes the child's copy, never the judge's."""
     patch = ("        import specdec_kit.checks as c\n"
@@ -168,6 +171,7 @@ def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
         assert planned == calls, f"{test}: the plan runs {planned}, the cell calls {calls}"
 
 
+@pytest.mark.slow
 def test_children_leave_no_working_folder_behind(plan):
     """Each child works in a folder of its own, removed with it, also when it was killed mid-check."""
     import tempfile

@@ -92,6 +92,7 @@ def test_the_report_names_the_class_failures_speed_flags_and_pairs(class_folder)
     assert page.count("data:image/png;base64,") == 3, "three inline plots: scores, pass rates, speed"
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_report_renders_in_headless_chromium_with_images_that_are_not_blank(class_folder, tmp_path):
     """Its three plots decode, and a failure message that carries a script (cleo's) runs nothing."""

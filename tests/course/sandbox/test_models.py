@@ -47,6 +47,7 @@ NOTEBOOKS = {"honest": solved, "forged": lambda: with_cell(solved(), FORGE_FORWA
              "compiled": compiled_models}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(NOTEBOOKS))
 def test_the_grader_runs_and_records_every_forward(local, kind):
     """In a child with served models, the solution decodes as in this process, and the forwards recorded are the
@@ -64,6 +65,7 @@ def test_the_grader_runs_and_records_every_forward(local, kind):
     assert forwards(served) == forwards(local), "the grader's record equals what the hooks saw in this process"
 
 
+@pytest.mark.slow
 def test_a_child_without_served_models_has_no_forward_events(local):
     """The child's own forward events are never read: a child that is not served reports none (the timed child)."""
     child = child_of(solved(), None)
@@ -137,6 +139,7 @@ def test_one_call_sending_the_target_one_input_more_than_repeats_times_in_a_row_
         server.serve({**forward, "ids": ids}, lambda message: None)
 
 
+@pytest.mark.slow
 def test_a_loop_that_emits_no_token_fails_its_check_at_once():
     """The catalogued loop that adds nothing in a round with no room for drafts is stopped by the server at its
     first input sent more than REPEATS times in a row, long before the check's time limit, and the message says why."""

@@ -62,6 +62,7 @@ def test_every_bug_says_what_each_lost_tests_message_must_hold():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", BUGS, ids=lambda e: e.name)
 def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
     lost = [t for t in PLAN.tests if t in entry.fails]
