@@ -18,7 +18,7 @@ from ..authoring.points import EXTRA_CREDIT_KEY
 from ..authoring.release import render_release
 from ..core import config as course_config
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
-from ..core.plan import Plan, load_plan
+from ..core.plan import SPEED_TEST, Plan, load_plan
 from ..sandbox import box
 from ..sandbox.models import CHECK_PAIRS
 from . import feedback
@@ -115,8 +115,10 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
     course.mkdir(parents=True, exist_ok=True)
     try:
         release = render_release(solution, course_config.load_config(autograder_dir))
-        bonus = list(extra_credit(nbformat.reads(release, as_version=4)))
-        write_course_config(course, *autograde_config(notebook_seconds, cell_seconds, judged_outside=bonus),
+        # Not run in the kernel: the bonus cells (0 nbgrader points) and the speed test, which the grader times alone
+        # (a timing in the kernel, beside the batch's other jobs, would measure them and decide nothing).
+        outside = [*extra_credit(nbformat.reads(release, as_version=4)), SPEED_TEST]
+        write_course_config(course, *autograde_config(notebook_seconds, cell_seconds, judged_outside=outside),
                             # A deleted locked test cell is restored from the source, never scored 0 unseen.
                             "c.OverwriteCells.add_missing_cells = True",
                             *feedback.feedback_config(autograder_dir.resolve(), course.resolve()))

@@ -12,8 +12,8 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
   tests score 0 and the rest of nbgrader (SaveAutoGrades) runs as usual. After a cell that ends in a
   MemoryError, the kernel lets go of the tracebacks IPython keeps, so what that cell's frames allocated is
   freed before the next cell (memory the notebook's own variables still hold stays held). The test cells
-  named in `judged_outside` (the extra-credit ones: 0 nbgrader points, so nothing reads their outcome in
-  the kernel; the kit's verdict judges them) are not run: they get a line that says so.
+  named in `judged_outside` (the extra-credit ones, and the speed test, which the grader times alone: the
+  kit's verdict gives their points) are not run: they get a line that says so.
 - If the environment variable SPECDEC_RUN_RECORD names a file, GuardedExecute keeps a JSON record of
   the run there, rewritten before every cell, so it still says where grading was if nbgrader is killed
   from outside. `read_run_record` reads it back. Its keys:
@@ -53,7 +53,7 @@ from ..sandbox.kernel import SandboxedKernelManager, sandbox_description
 
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
-JUDGED_OUTSIDE = "not run in the notebook's own run: the kit grades this extra credit outside the notebook\n"
+JUDGED_OUTSIDE = "not run in the notebook's own run: the kit grades this test outside the notebook\n"
 # nbclient reads a timeout of 0 as "no limit": a budget that is all but spent still needs a positive limit.
 MIN_CELL_TIMEOUT = 0.1
 RELEASE_SECONDS = 30

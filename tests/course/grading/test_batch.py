@@ -184,11 +184,12 @@ def test_batch_scores_come_from_the_verdict(batch):
 
 
 @pytest.mark.slow
-def test_bonus_test_cells_are_judged_outside_the_kernel_only(batch):
-    """Nothing reads a bonus cell's outcome in the kernel (0 nbgrader points), so the kernel does not run it."""
+def test_bonus_and_speed_test_cells_are_judged_outside_the_kernel_only(batch):
+    """The kernel runs no bonus cell (0 nbgrader points) and not the speed test, which the grader times alone: each
+    says so, then gives the kit's verdict."""
     course, _, _, _ = batch
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in gradebook.read_autograded(course, "amy").cells}
-    for test in ("test_sampling", "test_lookup", "test_adaptive"):
+    for test in ("test_sampling", "test_lookup", "test_adaptive", "test_speedup"):
         texts = [o.get("text", "") for o in cells[test].outputs]
         verdict = f"The kit's grading of {test}: passed"
         assert texts[0] == preprocessors.JUDGED_OUTSIDE and texts[1].startswith(verdict), \
