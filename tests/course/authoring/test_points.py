@@ -5,6 +5,7 @@ Example run: python -m pytest tests/course/authoring/test_points.py -q
 """
 
 import json
+import re
 import shutil
 
 from specdec_course.authoring.points import read_points
@@ -16,24 +17,26 @@ SOURCE = REPO / "solutions" / "speculative_decoding.py"
 
 
 def test_changing_points_in_the_headers_alone_updates_every_table(tmp_path, capsys):
-    """test_counts 8 -> 10 and test_exact 12 -> 10 in the cell headers alone: build-notebook --check finds both tables
-    stale, build-notebook writes them (the totals too), and --check then passes."""
+    """Two points moved from test_exact to test_counts in the cell headers alone: build-notebook --check finds both
+    tables stale, build-notebook writes them (the totals kept), and --check then passes."""
     solution, docs = tmp_path / "speculative_decoding.py", tmp_path / "students.md"
     shutil.copy(SOURCE, solution)
     shutil.copy(REPO / "docs" / "students.md", docs)
-    text = solution.read_text()
-    for test, old, new in (("test_counts", 8, 10), ("test_exact", 12, 10)):
-        header = f'"grade_id": "{test}", "locked": true, "points": {old},'
-        assert text.count(header) == 1, f"the header of {test} must give {old} points"
-        text = text.replace(header, header.replace(f'"points": {old},', f'"points": {new},'))
+    text, points = solution.read_text(), read_points(SOURCE).points
+    totals = re.search(r"\d+ points: part 1 \d+,", text).group(0)
+    moved = {"test_counts": points["test_counts"] + 2, "test_exact": points["test_exact"] - 2}
+    for test, new in moved.items():
+        header = f'"grade_id": "{test}", "locked": true, "points": {points[test]:g},'
+        assert text.count(header) == 1, f"the header of {test} must give {points[test]:g} points"
+        text = text.replace(header, header.replace(f'"points": {points[test]:g},', f'"points": {new:g},'))
     solution.write_text(text)
     assert main(["build-notebook", "--check", str(solution), "--docs", str(docs)]) == 1
     assert "stale" in capsys.readouterr().err
     assert main(["build-notebook", str(solution), "--docs", str(docs)]) == 0
     for page in (solution, docs):
         written = page.read_text()
-        assert "`test_counts` (10)" in written and "`test_exact` (10)" in written, f"{page.name}: {written[:2000]}"
-        assert "100 points: part 1 60," in written, "the totals follow the headers (8 + 12 -> 10 + 10 keeps 60)"
+        assert all(f"`{test}` ({new:g})" in written for test, new in moved.items()), f"{page.name}: {written[:2000]}"
+        assert totals in written, f"a transfer keeps the totals ({totals!r})"
     assert main(["build-notebook", "--check", str(solution), "--docs", str(docs)]) == 0
 
 
