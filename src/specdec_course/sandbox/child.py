@@ -105,8 +105,8 @@ class Child:
                 events += self._serve(event, call, deadline, limit)
                 continue
             if event["event"] == "call":
-                if self.models is not None:
-                    self.models.called()
+                if self.models is not None:  # the child's word, trusted only to fail sooner: a forged call defers a
+                    self.models.called()     # loop that emits nothing to its time limit, never past it
                 if named is None:
                     call = event
             events.append(event)
