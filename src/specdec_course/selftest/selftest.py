@@ -21,6 +21,8 @@ import nbformat
 
 from specdec_kit import settings
 
+from ..grading import batch as grading_batch
+from ..grading import course as grading_course
 from ..grading import gradebook, row
 from ..grading.collect import Submission
 from .catalogue import Entry, load_catalogue, make_submission
@@ -46,7 +48,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     gradebook.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
-    setup = course.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
+    setup = grading_course.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
     progress(f"the submissions' code runs under isolation {setup.isolation!r}")
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
@@ -61,8 +63,8 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     entries.append(blank)
     feedback_dir = workdir / "feedback"
     batch = [Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
-    grades = batch.grade_all(course, batch, setup, feedback_dir,
-                               progress=lambda r: progress(f"graded {_row(r).student}"))
+    grades = grading_batch.grade_all(course, batch, setup, feedback_dir,
+                                     progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []
     for entry, result in zip(entries, grades):
         judged = [c for c in full if c not in entry.unsure]
