@@ -570,7 +570,7 @@ display(rounds)  # one line per round: kept drafts, the first rejected one, the 
 # independently with the same probability alpha, which Leviathan's prediction assumes.
 
 # %% tags=["demo"]
-print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=40, num_runs=3))
+print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=24, num_runs=3))
 
 # %% tags=["demo"]
 import pandas as pd
@@ -582,7 +582,8 @@ from specdec_kit.prompts import load_prompts
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
 COLUMNS = ["method", "k", "speedup", "speedup_q1", "speedup_q3", "acceptance_rate", "alpha", "c", "tokens_per_round",
            "predicted_speedup", "forward_bound_speedup"]
-sweep = bench.notebook_sweep(DEVICE)  # a few minutes on a 2-core CPU; more k and tokens on a GPU
+sweep = bench.notebook_sweep(DEVICE)  # under a minute on a 2-core CPU; more k and tokens on a GPU
+BONUS_SWEEPS = DEVICE == "cuda"  # the bonus parts' demos time them on this sweep too: a minute or more each on a CPU
 print(sweep)
 document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
                          repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE)
@@ -751,13 +752,12 @@ hidden.check_sampling(SpeculativeSampler)
 # Your sampler beside the target's own sampling and HF's speculative sampling (generate with an assistant and
 # do_sample=True) on the sweep above, at temperature 1 (0.7 too on a GPU). Sampled text follows the target's
 # distribution, not its greedy tokens, so speedups are over the target's own sampling at the same temperature.
-# It runs once your sampler decodes the smallest pair (until then this cell says so and moves on).
+# It runs once your sampler decodes the smallest pair and BONUS_SWEEPS is set (until then it says why and moves on).
 from IPython.display import display
 
-if bench.finished({"SpeculativeSampler": SpeculativeSampler}, bench.SAMPLING_METHODS):
-    sampled = bench.compare({"SpeculativeSampler": SpeculativeSampler}, TARGET, DRAFT, load_prompts()[:sweep.prompts],
-                            list(sweep.k_values), pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens,
-                            device=DEVICE, methods=list(bench.SAMPLING_METHODS), temperatures=list(sweep.temperatures))
+sampled = bench.bonus_compare({"SpeculativeSampler": SpeculativeSampler}, list(bench.SAMPLING_METHODS), sweep, PAIR,
+                              DEVICE, BONUS_SWEEPS)
+if sampled:
     figure = plot_bench(sampled)
     display(pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acceptance_rate",
                                               "alpha"]].round(3))
@@ -838,15 +838,13 @@ hidden.check_lookup(PromptLookupDecoder)
 # %% tags=["demo"]
 # Prompt lookup beside your model-drafted decoder and HF's prompt lookup, on the sweep above: the target's greedy
 # tokens every time, with fewer target forwards per token where the text repeats. It runs once your decoder gives
-# the target's tokens on the smallest pair (until then this cell says so and moves on).
+# the target's tokens on the smallest pair and BONUS_SWEEPS is set (until then it says why and moves on).
 from IPython.display import display
 
-lookup_classes = {"CachedSpeculativeDecoder": CachedSpeculativeDecoder, "PromptLookupDecoder": PromptLookupDecoder}
-lookup_methods = ["target_greedy", "cached", *bench.LOOKUP_METHODS]
-if bench.finished(lookup_classes, lookup_methods):
-    lookup = bench.compare(lookup_classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values),
-                           pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
-                           methods=lookup_methods)
+lookup = bench.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                              "PromptLookupDecoder": PromptLookupDecoder},
+                             ["target_greedy", "cached", *bench.LOOKUP_METHODS], sweep, PAIR, DEVICE, BONUS_SWEEPS)
+if lookup:
     figure = plot_bench(lookup)
     display(pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token",
                                              "acceptance_rate"]].round(3))
@@ -978,16 +976,14 @@ hidden.check_adaptive(AdaptiveSpeculativeDecoder)
 
 # %% tags=["demo"]
 # Adaptive k (first k 4) beside every fixed k of your cached decoder and HF's heuristic schedule, on the sweep above.
-# It runs once your decoder gives the target's tokens on the smallest pair (until then this cell says so and moves on).
+# It runs once your decoder gives the target's tokens on the smallest pair and BONUS_SWEEPS is set (until then it
+# says why and moves on).
 from IPython.display import display
 
-adaptive_classes = {"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
-                    "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder}
-adaptive_methods = ["target_greedy", "cached", *bench.ADAPTIVE_METHODS]
-if bench.finished(adaptive_classes, adaptive_methods):
-    adaptive = bench.compare(adaptive_classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values),
-                             pair=PAIR, repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=DEVICE,
-                             methods=adaptive_methods)
+adaptive = bench.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                                "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
+                               ["target_greedy", "cached", *bench.ADAPTIVE_METHODS], sweep, PAIR, DEVICE, BONUS_SWEEPS)
+if adaptive:
     figure = plot_bench(adaptive)
     display(pd.DataFrame(adaptive["summary"])[["method", "k", "speedup", "target_forwards_per_token",
                                                "tokens_per_round"]].round(3))

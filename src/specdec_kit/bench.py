@@ -89,9 +89,10 @@ class Sweep:
                 f"{self.repeats} repeat{'s' if self.repeats > 1 else ''}")
 
 
-# Three repeats of each prompt, so that each point has a spread to judge it by; a CPU keeps to 2 prompts, 3 k and
-# 24 tokens (the student README gives the measured time); a GPU times more k and each prompt's whole budget.
-NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 24, 3), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 3, (0.7, 1.0))}
+# Each prompt repeated, so that each point has a spread to judge it by (a CPU's 2 prompts x 2 repeats: 4 ratios a
+# point); a CPU keeps to 3 k and 12 tokens, so that a finished notebook runs in about two minutes there (the student
+# README gives the measured time); a GPU times more k and each prompt's whole budget.
+NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 12, 2), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 3, (0.7, 1.0))}
 
 
 def notebook_sweep(device: str) -> Sweep:
@@ -559,6 +560,26 @@ def finished(decoder_classes: dict[str, type], methods, say: Callable[[str], Non
         say(f"Skipped until it is finished: {e}")
         return False
     return True
+
+
+def bonus_compare(decoder_classes: dict[str, type], methods: list[str], sweep: Sweep, pair: str, device: str,
+                  run: bool, say: Callable[[str], None] = print) -> dict | None:
+    """A bonus part's demo cell: `compare` of `methods` on the benchmark cell's `sweep`, once every decoder they time
+    is finished (`finished`) and `run` (the notebook's BONUS_SWEEPS) is set; else None, saying in one line why."""
+    from .loading import resolve_pair
+    from .prompts import load_prompts
+
+    if not finished(decoder_classes, methods, say):
+        return None
+    if not run:
+        say(f"Skipped: BONUS_SWEEPS is False (a minute or more each on a CPU); set it to True in the benchmark cell "
+            f"to time this part on the {sweep}")
+        return None
+    target, draft = resolve_pair(pair)
+    sampled = set(methods) & set(SAMPLING_METHODS)
+    return compare(decoder_classes, target, draft, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=pair,
+                   repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=device, methods=list(methods),
+                   temperatures=list(sweep.temperatures) if sampled else [])
 
 
 def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):

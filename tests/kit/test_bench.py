@@ -28,6 +28,7 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_json_follows_schema_and_files_exist(tiny_run):
     out, document = tiny_run
     bench.validate(document)
@@ -224,11 +225,11 @@ def test_summary_and_plot_of_acceptance_by_position(tiny_run):
 
 def test_notebook_sweep_is_short_on_a_cpu_and_caps_every_decode(solution_classes, tiny_dirs):
     cpu, gpu = bench.notebook_sweep("cpu"), bench.notebook_sweep("cuda:0")
-    assert cpu.max_new_tokens and cpu.repeats == gpu.repeats == 3 and gpu.k_values[-1] > cpu.k_values[-1], (
-        f"both sweeps should repeat each run 3 times (a spread to judge by), the CPU's cap its tokens and the GPU's "
-        f"reach further in k, got {cpu} / {gpu}"
+    assert cpu.max_new_tokens and min(cpu.repeats, gpu.repeats) >= 2 and gpu.k_values[-1] > cpu.k_values[-1], (
+        f"both sweeps should repeat each run (a spread to judge by), the CPU's cap its tokens and the GPU's reach "
+        f"further in k, got {cpu} / {gpu}"
     )
-    assert str(cpu) == "sweep: 2 prompts x k in 1, 2, 4, 24 tokens, 3 repeats", f"the sweep prints as {cpu}"
+    assert str(cpu) == "sweep: 2 prompts x k in 1, 2, 4, 12 tokens, 2 repeats", f"the sweep prints as {cpu}"
     prompts = load_prompts()[:1]
     document = bench.compare(solution_classes, *tiny_dirs, prompts, [2], repeats=1, methods=["cached"],
                              max_new_tokens=5, progress=False)
@@ -308,7 +309,7 @@ def test_a_blank_notebooks_demo_cells_say_what_to_finish_first():
                                                   r"test_\w+ first", message), \
             f"{name} should name the method to write and the test to pass: {message}"
     bonus = {name for name, cell in zip(outputs, (c for c in notebook.cells if c.cell_type == "code"))
-             if "bench.finished(" in cell.source}
+             if "bench.bonus_compare(" in cell.source}
     assert len(bonus) == 3 and not bonus & set(failed), f"the bonus parts' demos skip, failing nothing: {bonus}"
     for name in bonus:
         assert re.search(r"Skipped until it is finished: \w+ is not finished: [\w.]+\(\) still raises",
