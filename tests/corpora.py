@@ -76,8 +76,24 @@ def blank() -> nbformat.NotebookNode:
     return nbformat.read(RELEASE, as_version=4)
 
 
-LATER_CLASSES = ("cached_speculative_decoder", "speculative_sampler", "prompt_lookup_decoder",
-                 "adaptive_speculative_decoder")
+BONUS_CLASSES = ("speculative_sampler", "prompt_lookup_decoder", "adaptive_speculative_decoder")
+LATER_CLASSES = ("cached_speculative_decoder", *BONUS_CLASSES)
+
+
+def as_released(notebook: nbformat.NotebookNode, grade_ids: tuple[str, ...]) -> nbformat.NotebookNode:
+    """`notebook` with its cells `grade_ids` as the release has them (their stubs)."""
+    released = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in blank().cells}
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in grade_ids:
+            cell.source = released[cell.metadata.nbgrader.grade_id]
+    return notebook
+
+
+def parts_solved() -> nbformat.NotebookNode:
+    """The solution's Parts 1 and 2, the bonus classes as released: every auto-graded test's points (the extra credit
+    aside), graded in two thirds of the solution's time (the bonus checks are a third of it). The base of the cases
+    whose point needs Parts 1 and 2 right (a tamper, a student's habit, a loop) and not the extra credit."""
+    return as_released(solved(), BONUS_CLASSES)
 
 
 def first_class() -> nbformat.NotebookNode:
@@ -86,11 +102,7 @@ def first_class() -> nbformat.NotebookNode:
     notebook's form (a format, a layout, metadata, outputs) and its own run (an exit, a crash, a sleep), whose point
     is that the verdict's points are what the code earns whatever its form or the kernel did; the verdict's cost is
     the solution's cases, not theirs."""
-    notebook, released = solved(), {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in blank().cells}
-    for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in LATER_CLASSES:
-            cell.source = released[cell.metadata.nbgrader.grade_id]
-    return notebook
+    return as_released(solved(), LATER_CLASSES)
 
 
 def edited(notebook: nbformat.NotebookNode, old: str, new: str) -> nbformat.NotebookNode:
@@ -222,7 +234,7 @@ def tests_first() -> nbformat.NotebookNode:
 
 
 def answer_as_markdown() -> nbformat.NotebookNode:
-    notebook = solved()
+    notebook = parts_solved()
     cell = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") ==
                 "cached_speculative_decoder")
     cell.cell_type = "markdown"
@@ -527,13 +539,13 @@ def timed_table() -> nbformat.NotebookNode:
 
 
 def long_docstrings() -> nbformat.NotebookNode:
-    """The solution with 100 KB of docstrings and comments in its definitions, as real submissions carry."""
+    """Parts 1 and 2 solved with 100 KB of docstrings and comments in their definitions, as real submissions carry."""
     prose = "A round drafts k tokens, verifies them in one target forward and keeps the agreed prefix. " * 8
     docstring = "\n".join(f"    {prose}" for _ in range(90))
     comments = "\n".join(f"# {prose}" for _ in range(60))
     code = f'def explained():\n    """{docstring}\n    """\n    return None\n\n\n{comments}\n'
     assert len(code.encode()) > 100_000
-    return with_cell(solved(), code, after="speculative_decoder")
+    return with_cell(parts_solved(), code, after="speculative_decoder")
 
 
 EXIT_AFTER_PASS = f"""print("All tests passed! 90/90")
@@ -570,14 +582,14 @@ def hard_coded() -> nbformat.NotebookNode:
             "        tokens = TABLE[prompt][:max_tokens]\n"
             "        return DecodeResult(text='', token_ids=tokens, proposed=[0] * len(tokens), accepted=[0] * "
             "len(tokens))\n")
-    return edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + code)
+    return edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + code)
 
 
 def generate_behind_counts() -> nbformat.NotebookNode:
     from specdec_course.selftest.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == "target_does_all_work"]
-    notebook = make_submission(SOLUTION, entry)
+    notebook = as_released(make_submission(SOLUTION, entry), BONUS_CLASSES)
     return edited(notebook, "        while False:\n",
                   f"        {marker('generate_behind_counts')}\n        while False:\n")
 
@@ -586,11 +598,12 @@ def on_blank(code: str) -> Callable[[], nbformat.NotebookNode]:
     return lambda: with_cell(blank(), code, after="imports")
 
 
-def catalogue_entry(name: str) -> nbformat.NotebookNode:
+def catalogue_entry(name: str, released: tuple[str, ...] = BONUS_CLASSES) -> nbformat.NotebookNode:
+    """The catalogue's entry `name` as a student hands it in, the classes `released` as the release has them."""
     from specdec_course.selftest.catalogue import load_catalogue
 
     [entry] = [e for e in load_catalogue(REPO / "autograder") if e.name == name]
-    return make_submission(SOLUTION, entry)
+    return as_released(make_submission(SOLUTION, entry), released)
 
 
 CACHED_DECODE = ("    def speculative_decode(self, prompt: str, max_tokens: int = 100,\n"
@@ -615,11 +628,13 @@ TAMPERS = [
          Expected(loses=("test_cache_use", "test_speedup"), targets=("test_cache_use",), marker=True)),
     Case("generate_behind_counts", generate_behind_counts,
          Expected(loses=("test_counts", "test_speedup"), targets=("test_counts", "test_speedup"), marker=True)),
-    Case("cached_outputs", lambda: edited(catalogue_entry("prefix_reencoded"), CACHED_DECODE,
+    # With the bonus classes solved: test_sampling's checks decode one prompt many times with the sampler, which
+    # inherits this decode, and the memo answers the repeats (its marker); the speed test's prompts are new every run.
+    Case("cached_outputs", lambda: edited(catalogue_entry("prefix_reencoded", released=()), CACHED_DECODE,
                                           CACHED_DECODE.replace("        self.reset_caches()", MEMO
                                                                 + "        self.reset_caches()")),
          Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
-    Case("skip_draft", lambda: edited(solved(), DRAFT_START, SKIP_DRAFT + DRAFT_START),
+    Case("skip_draft", lambda: edited(parts_solved(), DRAFT_START, SKIP_DRAFT + DRAFT_START),
          Expected(loses=("test_draft_tokens", "test_counts"), targets=("test_draft_tokens", "test_counts"),
                   marker=True)),
     Case("hard_coded", hard_coded, Expected(loses=("test_exact", "test_eos_and_budget", "test_counts", *CACHED),
@@ -637,9 +652,9 @@ TAMPERS = [
     Case("vacuous", on_blank(VACUOUS), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("timed_table", timed_table, Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",),
                                               marker=True)),
-    Case("leak_inputs", lambda: with_cell(solved(), LEAK_INPUTS, after="cached_speculative_decoder"),
+    Case("leak_inputs", lambda: with_cell(parts_solved(), LEAK_INPUTS, after="cached_speculative_decoder"),
          Expected(loses=("test_exact", "test_cached_exact", "test_speedup"), marker=True)),
-    Case("largest_requests", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG),
+    Case("largest_requests", lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG),
          Expected(loses=("test_eos_and_budget",), message="did not return within", marker=True)),
 ]
 
@@ -685,14 +700,15 @@ def fills_space() -> nbformat.NotebookNode:
 
 
 def compiled_models() -> nbformat.NotebookNode:
-    """The solution with its models compiled, as the course's own student did (the eager backend needs no compiler)."""
-    return edited(solved(), LOADED, COMPILED)
+    """Parts 1 and 2 solved with their models compiled, as the course's own student did (the eager backend needs no
+    compiler)."""
+    return edited(parts_solved(), LOADED, COMPILED)
 
 
 # What students do that grading must handle: hand decoding to a library (flagged for a person), stall only when
 # graded, compile their models (full marks and a feedback page, not one withheld for torch's warnings).
 STUDENTS = [
-    Case("delegates", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE.replace("        self.reset_caches()",
+    Case("delegates", lambda: edited(parts_solved(), CACHED_DECODE, CACHED_DECODE.replace("        self.reset_caches()",
                                                                                     DELEGATE)),
          Expected(loses=("test_cache_use", "test_speedup"), flag="delegates decoding", marker=True)),
     Case("sleeps_when_graded", lambda: with_cell(first_class(), SLEEP_WHEN_GRADED, after="test_counts"),
