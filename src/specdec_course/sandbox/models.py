@@ -267,7 +267,10 @@ class ModelServer:
         self._last_target = target_input
         if self._sends > REPEATS:
             raise NoProgress(f"it sent the target the same tokens on the same cache {self._sends} times in a "
-                             "row: a round that emits no token, so the decode makes no progress")
+                             "row: a round that emits no token, so the decode makes no progress. Each round must "
+                             "append the target's own token; where verify_tokens_vectorized gives none (next_token "
+                             "of shape (1, 0)), its slice of the target's logits starts one position late, at L "
+                             "instead of L-1")
 
     def _room(self, new: int) -> None:
         """Let go of the least recently used caches until `new` more positions and one more cache fit."""

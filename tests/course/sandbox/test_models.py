@@ -132,8 +132,10 @@ def test_one_call_sending_the_target_one_input_more_than_repeats_times_in_a_row_
         for _ in range(models.REPEATS):
             server.serve(forward, lambda message: None)
             server.serve({**forward, "role": "draft"}, lambda message: None)
-        with pytest.raises(NoProgress, match=f"{models.REPEATS + 1} times in a row: a round that emits no token"):
+        with pytest.raises(NoProgress, match=f"{models.REPEATS + 1} times in a row: a round that emits no token") \
+                as stopped:
             server.serve(forward, lambda message: None)
+        assert "at L instead of L-1" in str(stopped.value), f"it names the verifier's likely slice: {stopped.value}"
     server.called()
     for ids in [[[1, 2, 3]], [[1, 2, 4]]] * models.REPEATS:  # alternating inputs are progress
         server.serve({**forward, "ids": ids}, lambda message: None)
