@@ -135,6 +135,7 @@ def test_speed_test_names_the_pairs_grading_times(monkeypatch):
 
 
 @pytest.mark.slow  # times three methods on synthetic-small: about half a minute
+@pytest.mark.release
 def test_speed_test_prints_its_plan_then_its_ratio(notebook, capsys):
     """Before timing: the pair, k, prompts, tokens, repeats and the bar; after: the ratio, on a pass too."""
     checks.check_speedup(notebook.CachedSpeculativeDecoder, min_ratio=0.0)  # the bar is not what this tests

@@ -12,6 +12,7 @@ from conftest import REPO
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_demo_prints_identical_rows_on_tiny(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     code = main(["demo", "--pair", "tiny", "--k", "3", "--max-new-tokens", "12", "--threads", "2"])

@@ -97,6 +97,7 @@ def test_cache_is_used_as_a_prefix_rolled_back_or_not_at_all(solution_classes, s
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_the_counters_do_not_make_a_compiled_model_recompile(tiny_dirs):
     """A notebook that compiles its models (torch.compile) is counted by fresh hooks at every check: the hooks run
     as they are, so their state never becomes a guard that recompiles the model at every call."""

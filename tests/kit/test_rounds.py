@@ -96,6 +96,7 @@ def shows_colour(pixels, css_class: str, least: int = 20) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 @needs_chromium
 def test_the_page_renders_in_headless_chromium_with_its_colours(recorded, tmp_path):
     """Drawn by a browser, the saved page is not blank and shows an accepted draft's colour and the target's
@@ -187,6 +188,7 @@ def test_an_uncropped_cache_is_outlined_at_the_first_round_whose_caches_differ(c
 
 
 @pytest.mark.slow
+@pytest.mark.release
 @needs_chromium
 def test_the_comparison_renders_in_headless_chromium_with_the_first_difference_marked(bug_drawn, tmp_path):
     _, bug_rounds, expected = bug_drawn

@@ -88,6 +88,7 @@ def test_exact_distributions_come_from_the_targets_logits():
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_reference_sampler_passes_visible_and_hidden_checks():
     from specdec_course.core.plan import load_plan
 

@@ -18,6 +18,7 @@ def _materialize_in(cache: str, queue) -> None:
 
 
 @pytest.mark.slow  # two processes build a pair each
+@pytest.mark.release
 def test_parallel_materialize_builds_once(tmp_path):
     """Two graders asking at once get the same complete directories; no temporary directory is left."""
     context = multiprocessing.get_context("spawn")

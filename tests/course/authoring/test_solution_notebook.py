@@ -11,6 +11,7 @@ from conftest import REPO, SOLUTION
 
 
 @pytest.mark.slow  # a kernel runs the whole notebook: about a minute
+@pytest.mark.release
 def test_solution_runs_top_to_bottom(tmp_path, monkeypatch):
     """Test cells included: their hidden parts import `autograder`, which grading puts on the path."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the kernel inherits both

@@ -265,6 +265,7 @@ def test_notebook_extra_holds_ipywidgets():
 
 
 @pytest.mark.slow  # pip builds the wheel
+@pytest.mark.release
 def test_student_distribution_holds_the_student_package_alone(published, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path), str(published)], check=True)
@@ -281,7 +282,7 @@ def test_student_distribution_holds_the_student_package_alone(published, tmp_pat
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and nbconvert (minutes)
-@pytest.mark.install
+@pytest.mark.release
 def test_set_up_cell_installs_the_published_tree_and_the_blank_notebook_runs(published, tmp_path):
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=published, check=True)
     subprocess.run(["git", "add", "-A"], cwd=published, check=True)

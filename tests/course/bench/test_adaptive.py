@@ -98,6 +98,7 @@ def test_forwards_are_priced_by_input_length():
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_adaptive_command_judges_each_pair(tmp_path, capsys):
     code = main(["adaptive", "--pairs", "tiny", "--k", "1,4", "--repeats", "1", "--limit", "2",
                  "--max-new-tokens", "16", "--threads", "2", "--out", str(tmp_path),

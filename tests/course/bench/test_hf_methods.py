@@ -44,6 +44,7 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_lookup_rows_use_no_draft_model_and_give_the_targets_tokens(tiny_dirs):
     """Prompt lookup's rows (the notebook's and HF's): greedy, identical to target greedy, no draft forward, and
     summarised per prompt category beside the model-drafted decoder."""

@@ -44,6 +44,7 @@ def lost(judged: verdict.Verdict) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_solution_passes_every_check_from_outside(plan, tmp_path):
     judged = judge(solved(), plan, log=tmp_path / "child.log")
     assert lost(judged) == set(), f"the solution must pass every test; failed: " \

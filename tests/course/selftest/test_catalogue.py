@@ -63,6 +63,7 @@ def test_every_bug_says_what_each_lost_tests_message_must_hold():
 
 
 @pytest.mark.slow
+@pytest.mark.release
 @pytest.mark.parametrize("entry", BUGS, ids=lambda e: e.name)
 def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
     lost = [t for t in PLAN.tests if t in entry.fails]
@@ -86,6 +87,7 @@ def test_instructors_page_lists_the_catalogue():
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_an_independently_written_solution_passes_every_check(tmp_path):
     """The report's similarity test pairs it with nothing; it must be correct code, or that proves little."""
     failed = notebook_losses(independent(), tmp_path / "independent.ipynb", REPO / "autograder",

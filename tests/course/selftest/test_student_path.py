@@ -55,7 +55,7 @@ def test_readme_commands_are_the_ones_this_test_runs():
 
 
 @pytest.mark.slow  # a fresh venv: pip installs torch, transformers and JupyterLab (about two minutes)
-@pytest.mark.install
+@pytest.mark.release
 def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     tree = release.export_student_tree(REPO, RELEASE, tmp_path / "student", release.student_readme())
     (setup_venv, _, install, open_lab), (install_torch,), (headless,), _ = readme_commands(
@@ -86,7 +86,8 @@ def test_readme_local_path_works_on_a_fresh_venv(tmp_path):
     )
 
 
-@pytest.mark.slow  # each command decodes on the offline models (about N s on 2 cores)
+@pytest.mark.slow  # each command decodes on the offline models (about two minutes on 2 cores)
+@pytest.mark.release
 def test_kit_commands_run_from_the_tree_root_as_the_readme_gives_them(tmp_path):
     """A finished notebook at the root, as a student's would be: every specdec-kit command of the README runs there
     with its defaults, finding the notebook by itself."""
