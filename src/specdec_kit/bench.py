@@ -576,10 +576,9 @@ def bonus_compare(decoder_classes: dict[str, type], methods: list[str], sweep: S
             f"to time this part on the {sweep}")
         return None
     target, draft = resolve_pair(pair)
-    sampled = set(methods) & set(SAMPLING_METHODS)
     return compare(decoder_classes, target, draft, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=pair,
                    repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=device, methods=list(methods),
-                   temperatures=list(sweep.temperatures) if sampled else [])
+                   temperatures=list(sweep.temperatures))  # only sampling methods read them (bench_plan)
 
 
 def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):
