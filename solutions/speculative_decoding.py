@@ -89,7 +89,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to, zoo
-from specdec_kit.bench import benchmark_decoder, checked_decoder
+from specdec_kit.bench import benchmark_decoder
 from specdec_kit.loading import (
     check_same_vocab,
     default_dtype,
@@ -99,6 +99,7 @@ from specdec_kit.loading import (
     resolve_device,
     resolve_pair,
 )
+from specdec_kit.readiness import checked_decoder
 from specdec_kit.rounds import record_rounds
 from specdec_kit.sampling import check_sampling_settings, warp
 from specdec_kit.timing import ForwardCosts, measure_forward_costs
@@ -575,14 +576,14 @@ print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=2
 # %% tags=["demo"]
 import pandas as pd
 
-from specdec_kit import bench
+from specdec_kit import bench, runners, sweeps
 from specdec_kit.plot import plot_acceptance_by_position, plot_bench
 from specdec_kit.prompts import load_prompts
 
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
 COLUMNS = ["method", "k", "speedup", "speedup_q1", "speedup_q3", "acceptance_rate", "alpha", "c", "tokens_per_round",
            "predicted_speedup", "forward_bound_speedup"]
-sweep = bench.notebook_sweep(DEVICE)  # under a minute on a 2-core CPU; more k and tokens on a GPU
+sweep = sweeps.notebook_sweep(DEVICE)  # under a minute on a 2-core CPU; more k and tokens on a GPU
 BONUS_SWEEPS = DEVICE == "cuda"  # the bonus parts' demos time them on this sweep too: a minute or more each on a CPU
 print(sweep)
 document = bench.compare(classes, TARGET, DRAFT, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=PAIR,
@@ -755,8 +756,8 @@ hidden.check_sampling(SpeculativeSampler)
 # It runs once your sampler decodes the smallest pair and BONUS_SWEEPS is set (until then it says why and moves on).
 from IPython.display import display
 
-sampled = bench.bonus_compare({"SpeculativeSampler": SpeculativeSampler}, list(bench.SAMPLING_METHODS), sweep, PAIR,
-                              DEVICE, BONUS_SWEEPS)
+sampled = sweeps.bonus_compare({"SpeculativeSampler": SpeculativeSampler}, list(runners.SAMPLING_METHODS), sweep,
+                               PAIR, DEVICE, BONUS_SWEEPS)
 if sampled:
     figure = plot_bench(sampled)
     display(pd.DataFrame(sampled["summary"])[["method", "k", "temperature", "speedup", "acceptance_rate",
@@ -841,9 +842,9 @@ hidden.check_lookup(PromptLookupDecoder)
 # the target's tokens on the smallest pair and BONUS_SWEEPS is set (until then it says why and moves on).
 from IPython.display import display
 
-lookup = bench.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
-                              "PromptLookupDecoder": PromptLookupDecoder},
-                             ["target_greedy", "cached", *bench.LOOKUP_METHODS], sweep, PAIR, DEVICE, BONUS_SWEEPS)
+lookup = sweeps.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                               "PromptLookupDecoder": PromptLookupDecoder},
+                              ["target_greedy", "cached", *runners.LOOKUP_METHODS], sweep, PAIR, DEVICE, BONUS_SWEEPS)
 if lookup:
     figure = plot_bench(lookup)
     display(pd.DataFrame(lookup["summary"])[["method", "k", "speedup", "target_forwards_per_token",
@@ -980,9 +981,10 @@ hidden.check_adaptive(AdaptiveSpeculativeDecoder)
 # says why and moves on).
 from IPython.display import display
 
-adaptive = bench.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
-                                "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
-                               ["target_greedy", "cached", *bench.ADAPTIVE_METHODS], sweep, PAIR, DEVICE, BONUS_SWEEPS)
+adaptive = sweeps.bonus_compare({"CachedSpeculativeDecoder": CachedSpeculativeDecoder,
+                                 "AdaptiveSpeculativeDecoder": AdaptiveSpeculativeDecoder},
+                                ["target_greedy", "cached", *runners.ADAPTIVE_METHODS], sweep, PAIR, DEVICE,
+                                BONUS_SWEEPS)
 if adaptive:
     figure = plot_bench(adaptive)
     display(pd.DataFrame(adaptive["summary"])[["method", "k", "speedup", "target_forwards_per_token",

@@ -24,7 +24,7 @@ KIT, COURSE = "specdec_kit", "specdec_course"
 KIT_LAYERS = [
     ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "baseline",
      "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
-    ["probes", "bench", "plot", "demo", "checks", "adapters", "rounds"],
+    ["probes", "runners", "readiness", "bench", "sweeps", "plot", "demo", "checks", "adapters", "rounds"],
     ["cli"],
 ]
 # The instructor package's sub-packages, lowest first, each with its modules in levels, lowest first: a module
@@ -55,8 +55,9 @@ LAYER = LAYERS
 # Upward imports kept on purpose, as (importer, imported): none today.
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 # What the notebooks import (the solution's and the release's cells): none of it may pull in the instructor package.
-NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.loading", "specdec_kit.checks",
-                    "specdec_kit.plot", "specdec_kit.prompts", "specdec_kit.sampling"]
+NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.readiness", "specdec_kit.runners",
+                    "specdec_kit.sweeps", "specdec_kit.loading", "specdec_kit.checks", "specdec_kit.plot",
+                    "specdec_kit.prompts", "specdec_kit.sampling"]
 
 
 def top(module: str) -> str:

@@ -3,40 +3,23 @@
     specdec-kit bench --pair synthetic-small --k 1,2,4,8 --repeats 3 --out out/bench
 
 The one timing harness: the benchmark, the notebook's benchmark cell and speed check, and grading's speed
-test all time through `run_bench`. On one pair, one machine and the same prompts, in one run, it times:
-- `target_greedy`: the target's own `generate(do_sample=False)` with its cache (the baseline);
-- `hf_assisted`: `generate(assistant_model=draft)` with k pinned in the draft's generation config;
-- `no_cache`: the notebook's `SpeculativeDecoder`;
-- `cached`: the notebook's `CachedSpeculativeDecoder`;
-and, at each temperature of `temperatures` (top-p 1, no top-k), the sampling methods:
-- `target_sampling`: the target's own `generate(do_sample=True)` (the baseline of the sampled rows);
-- `hf_assisted_sampling`: `generate(assistant_model=draft, do_sample=True)`, HF's speculative sampling;
-- `sampling`: the notebook's `SpeculativeSampler`;
-and the model-free drafting methods, greedy and so judged against `target_greedy` (tokens identical):
-- `hf_prompt_lookup`: `generate(prompt_lookup_num_tokens=k, max_matching_ngram_size=3)`, no draft model;
-- `prompt_lookup`: the notebook's `PromptLookupDecoder`;
-and the adaptive-k methods, greedy, whose k is the first round's:
-- `hf_adaptive`: `generate(assistant_model=draft)` with HF's heuristic schedule and confidence threshold 0.4;
-- `adaptive`: the notebook's `AdaptiveSpeculativeDecoder`.
-HF's rows hold their tokens and forward counts; their rounds and acceptance are read off the target's forwards
-only by the instructor package (`specdec_course.bench.hf_methods`), since that reading would answer the checks.
+test all time through `run_bench`. On one pair, one machine and the same prompts, in one run, it times the
+methods of `runners.py` (target greedy, HF assisted generation, the notebook's decoders; the sampling methods at
+each temperature of `temperatures`, the model-free lookups, the adaptive-k methods), each run by its runner.
 Sampled rows are compared with `target_sampling` at their temperature: the same
 distribution, not the same tokens. Each method gets a warm-up; methods run interleaved per prompt and repeat,
 with their order rotated, so drift hits all alike. Forward calls are counted and timed by hooks on the models
 (`timing.py`), never taken from the decoder. The figures (`rows`, `summary`, `by_category`, `micro`) follow
-`bench_schema.json`.
+`bench_schema.json`. Each decoder to be timed passes `readiness.preflight` first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import math
 import platform
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -45,208 +28,20 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from . import zoo
-from .baseline import target_greedy
 from .loading import load_model
 from .machine import busy_warning, cores, other_busy_cores
 from .prompts import Prompt
+from .readiness import preflight
 from .result import Acceptance, acceptance, accepted_by_position
+from .runners import ADAPTIVE_METHODS, BASELINES, DECODER_METHODS, METHODS, RUNNERS, SAMPLING_METHODS, Decoded, Setup
 from .theory import forward_bound_speedup, leviathan_speedup
-from .timing import ForwardRecorder, NoProgress, Observer, median_forward_seconds, synchronize, timed
-from .tracebacks import library_name, render
+from .timing import ForwardRecorder, median_forward_seconds, synchronize, timed
 
 SCHEMA_VERSION = 4
-METHODS = ("target_greedy", "hf_assisted", "no_cache", "cached")
-SAMPLING_METHODS = ("target_sampling", "hf_assisted_sampling", "sampling")
-LOOKUP_METHODS = ("hf_prompt_lookup", "prompt_lookup")
-ADAPTIVE_METHODS = ("hf_adaptive", "adaptive")
-ADAPTIVE_THRESHOLD = 0.4  # the draft probability below which drafting stops: HF's default, the notebook's too
-LOOKUP_NGRAM = 3  # the largest n-gram both lookups match: HF's max_matching_ngram_size, PromptLookupDecoder's default
-BASELINES = ("target_greedy", "target_sampling")
-DECODER_METHODS = {"no_cache": "SpeculativeDecoder", "cached": "CachedSpeculativeDecoder",
-                   "sampling": "SpeculativeSampler", "prompt_lookup": "PromptLookupDecoder",
-                   "adaptive": "AdaptiveSpeculativeDecoder"}
 SAMPLING_SEED = 0
 CONTEXT_LEN = 128  # cache length the micro-benchmark's forwards run on
 MICRO_REPEATS = 15
 WARMUP_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """What a notebook's benchmark cell runs: the first `prompts` of the kit's prompts, each k, `repeats` times,
-    `max_new_tokens` each (None: each prompt's own budget); the bonus sampler at each of `temperatures`."""
-
-    prompts: int
-    k_values: tuple[int, ...]
-    max_new_tokens: int | None
-    repeats: int
-    temperatures: tuple[float, ...] = (1.0,)
-
-    def __str__(self) -> str:
-        tokens = f"{self.max_new_tokens} tokens" if self.max_new_tokens else "each prompt's own budget"
-        return (f"sweep: {self.prompts} prompts x k in {', '.join(map(str, self.k_values))}, {tokens}, "
-                f"{self.repeats} repeat{'s' if self.repeats > 1 else ''}")
-
-
-# Each prompt repeated, so that each point has a spread to judge it by (a CPU's 2 prompts x 2 repeats: 4 ratios a
-# point); a CPU keeps to 3 k and 12 tokens, so that a finished notebook runs in about two minutes there (the student
-# README gives the measured time); a GPU times more k and each prompt's whole budget.
-NOTEBOOK_SWEEPS = {"cpu": Sweep(2, (1, 2, 4), 12, 2), "cuda": Sweep(3, (1, 2, 3, 4, 6, 8), None, 3, (0.7, 1.0))}
-
-
-def notebook_sweep(device: str) -> Sweep:
-    """The benchmark cell's default sweep on `device` ("cuda", "cuda:0", "cpu", ...)."""
-    return NOTEBOOK_SWEEPS["cuda" if str(device).startswith("cuda") else "cpu"]
-
-
-# Before anything heavy, each decoder to be timed decodes this on the tiny pair (seconds on a CPU).
-PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K = "The future of Artificial Intelligence is", 12, 3
-
-
-class NotReadyError(ValueError):
-    """A notebook's decoder cannot be benchmarked yet: on the tiny pair it fails or gives other tokens."""
-
-    def _render_traceback_(self) -> list[str]:
-        return render(self)
-
-
-# The test that shows each class works, named where a demo cell finds it unfinished.
-PASS_FIRST = {"SpeculativeDecoder": "test_exact", "CachedSpeculativeDecoder": "test_cached_exact",
-              "SpeculativeSampler": "test_sampling", "PromptLookupDecoder": "test_lookup",
-              "AdaptiveSpeculativeDecoder": "test_adaptive"}
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """One decode: its new tokens and, for speculative methods, per-round proposed/accepted drafts."""
-
-    token_ids: list[int]
-    proposed: list[int] | None = None
-    accepted: list[int] | None = None
-    ended_at_eos: bool = False
-
-
-@dataclass
-class Setup:
-    """What the methods run on: the kit's own target and draft, and the notebook's decoders."""
-
-    target: torch.nn.Module
-    draft: torch.nn.Module
-    tokenizer: object
-    decoders: dict[str, object]  # method name -> decoder instance
-    device: torch.device
-
-
-# ---------------------------------------------------------------------------------------------
-# The four methods
-
-
-def run_target_greedy(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
-                      temperature: float | None = None) -> Decoded:
-    ids = encode(setup, prompt)
-    return Decoded(target_greedy(setup.target, ids, max_new_tokens))
-
-
-def sampling_kwargs(temperature: float) -> dict:
-    """generate's sampling arguments for `temperature` alone: top-p 1 and no top-k, as `sampling.warp` does."""
-    return {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
-
-
-def run_target_sampling(setup: Setup, prompt: str, max_new_tokens: int, k: int | None,
-                        temperature: float | None = None) -> Decoded:
-    return generate_tokens(setup, encode(setup, prompt), max_new_tokens, **sampling_kwargs(temperature))
-
-
-def generate_tokens(setup: Setup, ids: torch.Tensor, max_new_tokens: int, **generate_kwargs) -> Decoded:
-    """The new tokens of the target's own `generate` after `ids` (the encoded prompt) with these arguments."""
-    with without_internal_notice():
-        out = setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                    **generate_kwargs)
-    return Decoded(out[0, ids.shape[1]:].tolist())
-
-
-INTERNAL_NOTICE = "Passing `generation_config` together with generation-related arguments"
-
-
-class _DropInternalNotice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(INTERNAL_NOTICE)
-
-
-@contextlib.contextmanager
-def without_internal_notice():
-    """transformers' assisted generation calls its draft's `generate` with both a generation config and settings,
-    then warns the caller that doing so is deprecated: its own call, nothing a caller can change, so the kit's HF
-    runs drop that one line (transformers prints it once per process)."""
-    logger, dropped = logging.getLogger("transformers.generation.utils"), _DropInternalNotice()
-    logger.addFilter(dropped)
-    try:
-        yield
-    finally:
-        logger.removeFilter(dropped)
-
-
-def pin_assistant_k(draft: torch.nn.Module, k: int) -> None:
-    """transformers 5 reads k from the draft's generation config and ignores a generate() argument."""
-    config = draft.generation_config
-    config.num_assistant_tokens = k
-    config.num_assistant_tokens_schedule = "constant"
-    config.assistant_confidence_threshold = 0.0
-
-
-def assisted_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
-    """HF assisted generation at a fixed k, greedy or sampling at `temperature`."""
-    pin_assistant_k(setup.draft, k)
-    return {"assistant_model": setup.draft, **(sampling_kwargs(temperature) if temperature else {"do_sample": False})}
-
-
-def adaptive_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
-    """HF's own adaptive k: from k, +2 after a round that accepts every draft, -1 otherwise, and a draft stopped
-    below ADAPTIVE_THRESHOLD. Set afresh each call: the heuristic schedule carries k over from call to call."""
-    config = setup.draft.generation_config
-    config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "heuristic"
-    config.assistant_confidence_threshold = ADAPTIVE_THRESHOLD
-    return {"assistant_model": setup.draft, "do_sample": False}
-
-
-def lookup_kwargs(setup: Setup, k: int, temperature: float | None = None) -> dict:
-    """HF's prompt lookup: up to k drafts per round from n-gram matches, no draft model."""
-    return {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": LOOKUP_NGRAM, "do_sample": False}
-
-
-# generate's arguments for each of HF's own speculative methods. The student package times their tokens; the
-# instructor package (`specdec_course.bench.hf_methods`) also reads their rounds off the target's forwards.
-HF_KWARGS = {"hf_assisted": assisted_kwargs, "hf_assisted_sampling": assisted_kwargs,
-             "hf_prompt_lookup": lookup_kwargs, "hf_adaptive": adaptive_kwargs}
-
-
-def run_hf(method: str) -> Callable:
-    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
-        return generate_tokens(setup, encode(setup, prompt), max_new_tokens, **HF_KWARGS[method](setup, k, temperature))
-    return run
-
-
-def run_decoder(method: str) -> Callable:
-    def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
-        decoder = setup.decoders[method]
-        if temperature:
-            result = decoder.speculative_sample(prompt, max_new_tokens, k, temperature=temperature)
-        else:
-            result = decoder.speculative_decode(prompt, max_new_tokens, k)
-        eos = setup.tokenizer.eos_token_id
-        return Decoded(list(result.token_ids), list(result.proposed), list(result.accepted),
-                       ended_at_eos=bool(result.token_ids) and result.token_ids[-1] == eos)
-    return run
-
-
-RUNNERS = {"target_greedy": run_target_greedy, "target_sampling": run_target_sampling,
-           **{method: run_hf(method) for method in HF_KWARGS},
-           **{method: run_decoder(method) for method in DECODER_METHODS}}
-
-
-def encode(setup: Setup, prompt: str) -> torch.Tensor:
-    return setup.tokenizer(prompt, return_tensors="pt").input_ids.to(setup.device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,114 +277,6 @@ def compare(decoder_classes: dict[str, type], target: str, draft: str, prompts: 
 def warn(warning: str | None, progress: bool) -> None:
     if warning and progress:
         print(warning)
-
-
-def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], None] | None = print) -> None:
-    """Each decoder that `methods` time must decode one prompt on the tiny pair as the target does, before
-    the benchmark loads its pair: an unfinished or wrong decoder fails in seconds, saying what to do."""
-    from transformers.utils import logging as hf_logging
-
-    from .baseline import zoo_greedy
-
-    expected = list(zoo_greedy("tiny", PREFLIGHT_PROMPT, PREFLIGHT_TOKENS))
-    for name in dict.fromkeys(DECODER_METHODS[m] for m in methods if m in DECODER_METHODS):
-        try:
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()  # loading bars for a seconds-long check would drown its line
-            try:
-                decoder = decoder_classes[name](*(str(p) for p in zoo.materialize("tiny")), device="cpu")
-            finally:
-                if bars:
-                    hf_logging.enable_progress_bar()
-            with Observer(decoder, lambda event: None) as observer:  # only to stop a decode that never ends
-                observer.expect_tokens(PREFLIGHT_TOKENS)
-                sampler = name == DECODER_METHODS["sampling"]
-                decode = decoder.speculative_sample if sampler else decoder.speculative_decode
-                got = list(decode(PREFLIGHT_PROMPT, PREFLIGHT_TOKENS, PREFLIGHT_K).token_ids)
-        except NotImplementedError as e:
-            raise NotReadyError(f"{name} is not finished: {unfinished(e)} still raises NotImplementedError. "
-                                f"Write it and pass {PASS_FIRST.get(name, 'the tests of its part')} first; this cell "
-                                "runs finished decoders") from None
-        except (Exception, NoProgress) as e:
-            raise NotReadyError(f"{name} failed on the tiny pair before running here: {type(e).__name__}: {e}. "
-                                f"Pass {PASS_FIRST.get(name, 'the tests of its part')} first") from e
-        if sampler:  # sampled tokens follow the target only in distribution: check the budget alone
-            if len(got) != PREFLIGHT_TOKENS and got[-1:] != [decoder.target_tokenizer.eos_token_id]:
-                raise NotReadyError(f"{name} returned {len(got)} tokens for max_tokens={PREFLIGHT_TOKENS} on the "
-                                    "tiny pair: pass test_sampling first")
-        elif got != expected:
-            raise NotReadyError(f"{name} does not give the target's greedy tokens on the tiny pair (got {got}, "
-                                f"expected {expected}): pass test_exact first")
-        if say:
-            say(f"{name} decodes the tiny pair {'within its budget' if sampler else 'as its target does'}: "
-                "benchmarking it")
-
-
-def unfinished(error: BaseException) -> str:
-    """The student's method that raised `error` (the innermost frame of their own code), as `Class.name()`."""
-    tb, name = error.__traceback__, ""
-    while tb is not None:
-        if library_name(tb.tb_frame.f_code.co_filename) is None:
-            code = tb.tb_frame.f_code
-            name = getattr(code, "co_qualname", code.co_name)  # Python 3.11 names the class too
-        tb = tb.tb_next
-    return f"{name}()" if name and not name.startswith("<") else "one of its methods"
-
-
-class NotReady:
-    """Stands in for a decoder that `preflight` found unfinished: any use of it raises the NotReadyError that says
-    what to finish first, so that every cell that uses it says so (and none fails on a name never defined)."""
-
-    def __init__(self, error: NotReadyError):
-        self._error = error
-
-    def __getattr__(self, name: str):
-        raise NotReadyError(str(self._error))
-
-    def __repr__(self) -> str:
-        return f"<not ready: {self._error}>"
-
-
-def finished(decoder_classes: dict[str, type], methods, say: Callable[[str], None] = print) -> bool:
-    """Whether every decoder that `methods` time passes `preflight` (seconds, on the tiny pair); where one does not,
-    `say` says in one line which and what to finish first, so that a bonus part's demo skips its benchmark instead of
-    failing the notebook's run."""
-    try:
-        preflight(decoder_classes, methods, say=None)
-    except NotReadyError as e:
-        say(f"Skipped until it is finished: {e}")
-        return False
-    return True
-
-
-def bonus_compare(decoder_classes: dict[str, type], methods: list[str], sweep: Sweep, pair: str, device: str,
-                  run: bool, say: Callable[[str], None] = print) -> dict | None:
-    """A bonus part's demo cell: `compare` of `methods` on the benchmark cell's `sweep`, once every decoder they time
-    is finished (`finished`) and `run` (the notebook's BONUS_SWEEPS) is set; else None, saying in one line why."""
-    from .loading import resolve_pair
-    from .prompts import load_prompts
-
-    if not finished(decoder_classes, methods, say):
-        return None
-    if not run:
-        say(f"Skipped: BONUS_SWEEPS is False (a minute or more each on a CPU); set it to True in the benchmark cell "
-            f"to time this part on the {sweep}")
-        return None
-    target, draft = resolve_pair(pair)
-    return compare(decoder_classes, target, draft, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=pair,
-                   repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=device, methods=list(methods),
-                   temperatures=list(sweep.temperatures))  # only sampling methods read them (bench_plan)
-
-
-def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):
-    """`decoder_class(target, draft, device=device, **init)` once it decodes the tiny pair as its target does
-    (`preflight`, seconds); until then a `NotReady` stand-in that says what to finish first wherever it is used."""
-    try:
-        preflight({decoder_class.__name__: decoder_class}, [m for m, name in DECODER_METHODS.items()
-                                                            if name == decoder_class.__name__], say=None)
-    except NotReadyError as e:
-        return NotReady(e)
-    return decoder_class(target, draft, device=device, **init)
 
 
 def report(setup: Setup, rows: list[dict], micro: dict, *, pair: str | None, target: str, draft: str,

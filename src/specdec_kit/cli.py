@@ -150,6 +150,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from . import bench, figures
+    from .runners import DECODER_METHODS, LOOKUP_METHODS, SAMPLING_METHODS
 
     k_values = [int(k) for k in args.k.split(",")]
     check_k(k_values)
@@ -157,12 +158,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if any(t <= 0 for t in temperatures):
         raise ValueError(f"--temperatures must be above 0 (greedy is the default methods), got {temperatures}")
     runners = importlib.import_module(args.runners).RUNNERS
-    methods = args.methods.split(",") + [m for m in bench.SAMPLING_METHODS if temperatures and m in runners]
+    methods = args.methods.split(",") + [m for m in SAMPLING_METHODS if temperatures and m in runners]
     unknown = set(methods) - set(runners)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; choose from {', '.join(runners)}")
     methods = list(dict.fromkeys(methods))
-    needed = tuple(dict.fromkeys(bench.DECODER_METHODS[m] for m in methods if m in bench.DECODER_METHODS))
+    needed = tuple(dict.fromkeys(DECODER_METHODS[m] for m in methods if m in DECODER_METHODS))
     run = load_run(args, needed)
     document = bench.compare(run.classes, run.target, run.draft, run.prompts, k_values, pair=run.pair,
                              repeats=args.repeats, methods=methods, device=str(run.device), dtype=run.dtype,
@@ -181,7 +182,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
              + ", ".join(f"{k}: {v / micro['target_1']:.2f}" for k, v in micro["target_verify"].items())]
     with pd.option_context("display.width", 250):
         lines.append(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
-        if any(m in bench.LOOKUP_METHODS for m in methods):  # where lookup wins depends on what the text repeats
+        if any(m in LOOKUP_METHODS for m in methods):  # where lookup wins depends on what the text repeats
             by_category = pd.DataFrame(document["by_category"]).pivot_table(
                 index=["category", "k"], columns="method", values=["speedup", "target_forwards_per_token"])
             lines.append("by prompt category:\n" + by_category.to_string(float_format=lambda x: f"{x:.2f}"))
@@ -263,7 +264,7 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-def add_bench_command(commands, runners: str = "specdec_kit.bench",
+def add_bench_command(commands, runners: str = "specdec_kit.runners",
                       example: str = "specdec-kit bench --pair synthetic-small --k 1,2,4 --repeats 2 --limit 4"
                       ) -> argparse.ArgumentParser:
     """`bench`, timing the methods of the module `runners`' RUNNERS (imported when the command runs)."""

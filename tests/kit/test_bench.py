@@ -7,7 +7,7 @@ import re
 import jsonschema
 import pytest
 
-from specdec_kit import bench
+from specdec_kit import bench, runners, sweeps
 from specdec_kit.cli import main
 from specdec_kit.machine import busy_warning, too_busy
 from specdec_kit.prompts import load_prompts
@@ -62,8 +62,8 @@ def test_rows_cover_every_method_k_prompt_and_repeat(tiny_run):
         "every method's tokens should be identical to target greedy; differing rows: "
         f"{[(r['method'], r['k'], r['prompt_id']) for r in document['rows'] if not r['identical_to_target']]}"
     )
-    assert {s["method"] for s in document["summary"]} == set(bench.METHODS), (
-        f"the summary should cover the methods {sorted(bench.METHODS)}, "
+    assert {s["method"] for s in document["summary"]} == set(runners.METHODS), (
+        f"the summary should cover the methods {sorted(runners.METHODS)}, "
         f"got {sorted({s['method'] for s in document['summary']})}"
     )
 
@@ -224,7 +224,7 @@ def test_summary_and_plot_of_acceptance_by_position(tiny_run):
 
 
 def test_notebook_sweep_is_short_on_a_cpu_and_caps_every_decode(solution_classes, tiny_dirs):
-    cpu, gpu = bench.notebook_sweep("cpu"), bench.notebook_sweep("cuda:0")
+    cpu, gpu = sweeps.notebook_sweep("cpu"), sweeps.notebook_sweep("cuda:0")
     assert cpu.max_new_tokens and min(cpu.repeats, gpu.repeats) >= 2 and gpu.k_values[-1] > cpu.k_values[-1], (
         f"both sweeps should repeat each run (a spread to judge by), the CPU's cap its tokens and the GPU's reach "
         f"further in k, got {cpu} / {gpu}"
@@ -252,7 +252,7 @@ def test_sampled_rows_are_paired_with_the_targets_own_sampling(tiny_dirs):
     with pytest.raises(ValueError, match="--temperatures"):
         bench.compare(classes, *tiny_dirs, load_prompts()[:1], [2], methods=["sampling"], progress=False)
     document = bench.compare(classes, *tiny_dirs, load_prompts()[:1], [2], repeats=1, max_new_tokens=8,
-                             methods=list(bench.SAMPLING_METHODS), temperatures=[0.7], progress=False)
+                             methods=list(runners.SAMPLING_METHODS), temperatures=[0.7], progress=False)
     bench.validate(document)
     summary = {(s["method"], s["k"], s["temperature"]): s for s in document["summary"]}
     assert set(summary) == {("target_sampling", None, 0.7), ("hf_assisted_sampling", 2, 0.7),
@@ -279,9 +279,9 @@ def test_hf_assisted_rows_hold_tokens_only(tiny_dirs):
 
     target, tokenizer = load_model(tiny_dirs[0])
     draft, _ = load_model(tiny_dirs[1])
-    setup = bench.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
-    for method in bench.HF_KWARGS:
-        outcome = bench.RUNNERS[method](setup, "The capital of France is", 16, 3)
+    setup = runners.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
+    for method in runners.HF_KWARGS:
+        outcome = runners.RUNNERS[method](setup, "The capital of France is", 16, 3)
         assert len(outcome.token_ids) == 16 and outcome.proposed is None and outcome.accepted is None, \
             f"{method}: the student package's rows hold tokens only, got {outcome}"
 
@@ -309,7 +309,7 @@ def test_a_blank_notebooks_demo_cells_say_what_to_finish_first():
                                                   r"test_\w+ first", message), \
             f"{name} should name the method to write and the test to pass: {message}"
     bonus = {name for name, cell in zip(outputs, (c for c in notebook.cells if c.cell_type == "code"))
-             if "bench.bonus_compare(" in cell.source}
+             if "sweeps.bonus_compare(" in cell.source}
     assert len(bonus) == 3 and not bonus & set(failed), f"the bonus parts' demos skip, failing nothing: {bonus}"
     for name in bonus:
         assert re.search(r"Skipped until it is finished: \w+ is not finished: [\w.]+\(\) still raises",
@@ -333,13 +333,13 @@ def test_hf_assisted_runs_print_no_notice_about_transformers_own_call(tiny_dirs)
     setup = bench.make_setup(*tiny_dirs, {}, torch.device("cpu"), None, [])
     try:
         logging.Logger.warning_once.cache_clear()
-        bench.run_hf("hf_assisted")(setup, "The future of", 8, 2)
-        kit = [m for m in seen if m.startswith(bench.INTERNAL_NOTICE)]
+        runners.run_hf("hf_assisted")(setup, "The future of", 8, 2)
+        kit = [m for m in seen if m.startswith(runners.INTERNAL_NOTICE)]
         logging.Logger.warning_once.cache_clear()
-        ids = bench.encode(setup, "The future of")
+        ids = runners.encode(setup, "The future of")
         setup.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
-                              **bench.assisted_kwargs(setup, 2))
-        direct = [m for m in seen if m.startswith(bench.INTERNAL_NOTICE)]
+                              **runners.assisted_kwargs(setup, 2))
+        direct = [m for m in seen if m.startswith(runners.INTERNAL_NOTICE)]
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

@@ -1,6 +1,6 @@
 """HF's own speculative methods for the instructor's benchmark, each decode's rounds read off the target's forwards.
 
-    runners = hf_methods.RUNNERS     # bench.RUNNERS, HF's methods with their rounds (and a fixed k checked)
+    runners = hf_methods.RUNNERS     # runners.RUNNERS, HF's methods with their rounds (and a fixed k checked)
     bench.compare(classes, target, draft, prompts, [1, 2, 4], methods=[..., "hf_prompt_lookup"], runners=runners)
 
 Reading a cached decoder's rounds off its target's forwards would hand a student every count the checks
@@ -9,8 +9,8 @@ ask for, so this lives with the course, not in the student package.
 
 from __future__ import annotations
 
-from specdec_kit import bench
-from specdec_kit.bench import Decoded, Setup
+from specdec_kit import runners
+from specdec_kit.runners import Decoded, Setup
 from specdec_kit.timing import ForwardRecorder
 
 
@@ -20,9 +20,9 @@ class HFKMismatchError(RuntimeError):
 
 def generate_in_rounds(setup: Setup, prompt: str, max_new_tokens: int, **generate_kwargs) -> Decoded:
     """The target's own `generate` with these arguments, its rounds read off its forward calls."""
-    ids = bench.encode(setup, prompt)
+    ids = runners.encode(setup, prompt)
     with ForwardRecorder(setup.target) as calls:
-        decoded = bench.generate_tokens(setup, ids, max_new_tokens, **generate_kwargs)
+        decoded = runners.generate_tokens(setup, ids, max_new_tokens, **generate_kwargs)
     return Decoded(decoded.token_ids, *rounds_from_target_calls(list(calls), ids.shape[1], len(decoded.token_ids)))
 
 
@@ -42,12 +42,12 @@ def run_in_rounds(method: str):
     """bench's runner of one of HF's methods, with its rounds read; a fixed k is checked against them (transformers
     may ignore a pin)."""
     def run(setup: Setup, prompt: str, max_new_tokens: int, k: int, temperature: float | None = None) -> Decoded:
-        decoded = generate_in_rounds(setup, prompt, max_new_tokens, **bench.HF_KWARGS[method](setup, k, temperature))
-        if bench.HF_KWARGS[method] is bench.assisted_kwargs and max(decoded.proposed) != min(k, max_new_tokens - 1):
+        decoded = generate_in_rounds(setup, prompt, max_new_tokens, **runners.HF_KWARGS[method](setup, k, temperature))
+        if runners.HF_KWARGS[method] is runners.assisted_kwargs and max(decoded.proposed) != min(k, max_new_tokens - 1):
             raise HFKMismatchError(f"HF assisted generation was asked for k={k} but proposed at most "
                                    f"{max(decoded.proposed)} draft tokens per round: {decoded.proposed}")
         return decoded
     return run
 
 
-RUNNERS = bench.RUNNERS | {method: run_in_rounds(method) for method in bench.HF_KWARGS}
+RUNNERS = runners.RUNNERS | {method: run_in_rounds(method) for method in runners.HF_KWARGS}

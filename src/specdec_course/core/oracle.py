@@ -15,9 +15,9 @@ import torch
 
 from specdec_kit import zoo
 from specdec_kit.baseline import first_difference, zoo_greedy, zoo_model
-from specdec_kit.bench import LOOKUP_NGRAM
 from specdec_kit.checks.answers import AdaptiveRounds, ExactRounds, LookupAnswer
 from specdec_kit.result import DecodeResult
+from specdec_kit.runners import LOOKUP_NGRAM
 from specdec_kit.timing import ForwardCosts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_kit import bench
+from specdec_kit import bench, runners
 from specdec_kit.baseline import first_mismatch
 from specdec_kit.loading import default_dtype, resolve_pair
 from specdec_kit.timing import Emit, Observer
@@ -31,9 +31,9 @@ def run_baseline(request: dict, emit: Emit) -> None:
         for index, case in enumerate(request["cases"]):
             if method == "margin":
                 prompt, expected, got = case
-                mismatch = first_mismatch(setup.target, bench.encode(setup, prompt), expected, got)
+                mismatch = first_mismatch(setup.target, runners.encode(setup, prompt), expected, got)
                 result = {"position": mismatch.position, "margin": mismatch.margin} if mismatch else {}
             else:
-                result = {"token_ids": bench.RUNNERS[method](setup, *case).token_ids}
+                result = {"token_ids": runners.RUNNERS[method](setup, *case).token_ids}
             emit({"event": "case", "index": index, "result": result})
     emit({"event": "done"})

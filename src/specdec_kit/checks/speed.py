@@ -78,7 +78,7 @@ def near_tie_accepted(prompt_id: str, mismatch, dtype: torch.dtype) -> None:
 
 def _gate_exact(setup, prompts, k: int, max_new_tokens: int) -> None:
     """On the timing pair: the decoder's tokens equal target greedy, up to an fp16 near-tie (margin shown)."""
-    from ..bench import encode
+    from ..runners import encode
 
     decoder = setup.decoders["cached"]
     for prompt in prompts:

@@ -30,7 +30,7 @@ from specdec_course.bench import hf_methods
 from specdec_course.core import config as course_config
 from specdec_course.core import oracle, pins
 from specdec_course.core.nbgrader_course import BEGIN_SOLUTION, END_SOLUTION
-from specdec_kit import bench
+from specdec_kit import runners
 
 from conftest import REPO
 
@@ -78,7 +78,7 @@ def oracle_names() -> set[str]:
     student package does not define itself."""
     def functions(module) -> set[str]:
         return {name for name, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == module.__name__}
-    return functions(oracle) | (functions(hf_methods) - set(vars(bench)))
+    return functions(oracle) | (functions(hf_methods) - set(vars(runners)))
 
 
 def solution_lines() -> set[str]:

@@ -7,7 +7,7 @@ import pytest
 
 from specdec_course.bench import hf_methods
 from specdec_course.bench.hf_methods import rounds_from_target_calls
-from specdec_kit import bench
+from specdec_kit import bench, runners
 from specdec_kit.prompts import load_prompts
 from specdec_kit.timing import ForwardCall
 
@@ -31,13 +31,13 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
 
     target, tokenizer = load_model(tiny_dirs[0])
     draft, _ = load_model(tiny_dirs[1])
-    setup = bench.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
+    setup = runners.Setup(target, draft, tokenizer, {}, torch.device("cpu"))
     outcome = hf_methods.RUNNERS["hf_assisted"](setup, "The capital of France is", 16, 3)
     assert max(outcome.proposed) == 3, (
         f"HF assisted generation pinned to k=3 should propose at most 3 drafts a round, reaching 3; "
         f"got per round {outcome.proposed}"
     )
-    monkeypatch.setattr(bench, "pin_assistant_k", lambda draft, k: None)
+    monkeypatch.setattr(runners, "pin_assistant_k", lambda draft, k: None)
     draft.generation_config.num_assistant_tokens = 5
     with pytest.raises(hf_methods.HFKMismatchError, match="asked for k=3"):
         hf_methods.RUNNERS["hf_assisted"](setup, "The capital of France is", 16, 3)
@@ -54,16 +54,16 @@ def test_lookup_rows_use_no_draft_model_and_give_the_targets_tokens(tiny_dirs):
                                    ("CachedSpeculativeDecoder", "PromptLookupDecoder"))
     prompts = load_prompts()[:2]
     document = bench.compare(classes, *tiny_dirs, prompts, [3], repeats=1, max_new_tokens=40, progress=False,
-                             methods=["target_greedy", "cached", *bench.LOOKUP_METHODS],
+                             methods=["target_greedy", "cached", *runners.LOOKUP_METHODS],
                              runners=hf_methods.RUNNERS)
     bench.validate(document)
-    lookup_rows = [r for r in document["rows"] if r["method"] in bench.LOOKUP_METHODS]
+    lookup_rows = [r for r in document["rows"] if r["method"] in runners.LOOKUP_METHODS]
     assert lookup_rows and all(r["identical_to_target"] for r in lookup_rows), \
         "prompt lookup is verified greedily: its tokens are the target's"
     assert all(r["draft_forwards"] == 0 for r in lookup_rows), "no draft model runs for prompt lookup"
     assert all(r["target_forwards"] < r["new_tokens"] for r in lookup_rows), \
         "the tiny pair's text repeats within 40 tokens, so some drafts are accepted"
     categories = {(e["method"], e["category"]) for e in document["by_category"]}
-    assert categories == {(m, p.category) for m in ("cached", *bench.LOOKUP_METHODS) for p in prompts}, categories
+    assert categories == {(m, p.category) for m in ("cached", *runners.LOOKUP_METHODS) for p in prompts}, categories
 
 
