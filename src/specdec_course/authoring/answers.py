@@ -18,7 +18,7 @@ from pathlib import Path
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks import LocalRunner
 from specdec_kit.checks.answers import ANSWERS_FILE, FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
-from specdec_kit.checks.behaviour import EXACT_QUESTIONS
+from specdec_kit.checks.decoding import EXACT_QUESTIONS
 
 from ..core.oracle import ORACLE, Oracle
 from ..core.plan import load_plan

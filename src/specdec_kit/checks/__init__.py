@@ -5,8 +5,9 @@
 
 Every check runs probes (`probes.py`): the student's class is built from offline zoo directories (so its own
 `initialize_*` methods load the models), run on the CPU in fp32, and judged by what it returns and by the
-forward calls seen on its models, never by numbers it reports about itself (`behaviour.py`). What correct
-decoding does on the checks' own cases is read as data (`answers.py`); the grader passes its oracle. A check
+forward calls seen on its models, never by numbers it reports about itself: the single steps (`steps.py`), the
+decoding loop (`decoding.py`), the cached decoder (`caching.py`). What correct decoding does on the checks' own
+cases is read as data (`answers.py`); the grader passes its oracle. A check
 takes the class itself (the probes run in this process) or a runner with the same `run(request)` method; grading
 passes one that runs the probes in another process, so that the judging happens where the student's methods
 cannot reach it. `check_sampling` (`sampling.py`) judges a sampler's output distribution by chi-square tests,
@@ -17,25 +18,10 @@ passes; when it fails, the decode's rounds drawn over correct decoding's where t
 """
 
 from .adaptive import check_adaptive
-from .behaviour import (
-    K_VALUES,
-    PROMPTS,
-    check_cache_use,
-    check_correction_and_bonus,
-    check_counts,
-    check_draft_tokens,
-    check_eos_and_budget,
-    check_exact,
-    check_loading,
-    check_same_call_twice,
-    check_verify_alignment,
-    eos_and_budget_cases,
-    first_after,
-    stale_cache_position,
-    unfed_position,
-)
+from .caching import check_cache_use, check_same_call_twice, stale_cache_position, unfed_position
 from .cells import run_test
 from .core import CheckFailed, LocalRunner, as_runner, decoded, require, require_seen_forwards
+from .decoding import PROMPTS, check_counts, check_eos_and_budget, check_exact, eos_and_budget_cases, first_after
 from .lookup import check_lookup
 from .sampling import SamplingCase, check_sampling
 from .speed import (
@@ -56,6 +42,7 @@ from .speed import (
     timing_lock,
     timing_plan,
 )
+from .steps import K_VALUES, check_correction_and_bonus, check_draft_tokens, check_loading, check_verify_alignment
 
 __all__ = [
     "K_VALUES", "NEAR_TIE", "PROMPTS", "SPEEDUP_K", "SPEEDUP_MIN_RATIO", "SPEEDUP_PROMPTS", "SPEEDUP_REPEATS",

@@ -14,7 +14,7 @@ Both answer the same questions:
     answers.exact_rounds(pair, prompt, k, max_tokens)    # ExactRounds of correct greedy decoding on another pair
 
 `exact_rounds` is asked only where a test cell draws a decode of `check_exact` that never returned: the release
-records it for that check's own cases (`behaviour.EXACT_QUESTIONS`), and the grader, which draws nothing, never asks it.
+records it for that check's own cases (`decoding.EXACT_QUESTIONS`), and the grader, which draws nothing, never asks it.
 """
 
 from __future__ import annotations

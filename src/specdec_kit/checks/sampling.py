@@ -28,8 +28,9 @@ from .. import zoo
 from ..baseline import prompt_for_token, zoo_model, zoo_tokenizer
 from ..sampling import warp
 from .answers import answers_or_recorded
-from .behaviour import judge_cache_use, too_many_forwards
+from .caching import judge_cache_use
 from .core import CheckFailed, as_runner, require, require_seen_forwards
+from .decoding import too_many_forwards
 
 PAIR = "sampling"
 SAMPLES = 200  # continuations per case: the forgotten residual's statistic is about 0.2 per sample, 40 here

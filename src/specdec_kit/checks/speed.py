@@ -18,8 +18,8 @@ from ..baseline import first_mismatch, prompt_for_token, target_greedy
 from ..probes import set_threads
 from ..timing import Observer
 from .answers import answers_or_recorded
-from .behaviour import how_tokens_differ
 from .core import as_runner, decoded, require, require_seen_forwards
+from .decoding import how_tokens_differ
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
 SPEEDUP_K = 4

@@ -6,7 +6,7 @@ import torch
 
 from specdec_course.core.oracle import exact_rounds, predict_rounds
 from specdec_kit import zoo
-from specdec_kit.checks.behaviour import EXACT_QUESTIONS
+from specdec_kit.checks.decoding import EXACT_QUESTIONS
 
 from conftest import target_greedy
 
