@@ -22,8 +22,8 @@ SRC = REPO / "src"
 KIT, COURSE = "specdec_kit", "specdec_course"
 # The student package's layers: a module (or subpackage, `checks`) imports from its own layer and those below.
 KIT_LAYERS = [
-    ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo", "loading", "timing", "baseline",
-     "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
+    ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo_models", "zoo_tables", "zoo", "loading",
+     "timing", "baseline", "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
     ["probes", "runners", "readiness", "bench", "sweeps", "plot", "demo", "checks", "adapters", "rounds"],
     ["cli"],
 ]
