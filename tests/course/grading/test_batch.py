@@ -24,7 +24,7 @@ from specdec_course.grading.collect import Submission, collect
 from specdec_course.platforms import lms
 
 from conftest import REPO, SOLUTION
-from corpora import answer_as_markdown, blank, metadata_stripped, nbformat3, solved
+from corpora import answer_as_markdown, blank, first_class, metadata_stripped, nbformat3, solved
 
 
 @pytest.mark.parametrize("content,why", [(b"", "the file is empty"), (b"{ not json", "not a Jupyter notebook"),
@@ -262,12 +262,13 @@ def test_export_totals_every_student_and_waits_for_the_hand_graded_report(batch,
 
 @pytest.mark.slow
 def test_regrading_one_student_keeps_every_other_row_and_records_the_old_one(batch):
-    """zed hands in the solution after all: `--student zed` regrades zed only, into the same --out."""
+    """zed hands in Part 1 after all (corpora.first_class: a third of the solution's grading): `--student zed` regrades
+    zed only, into the same --out."""
     course, _, _, _ = batch
     out = course.parent
     before = results.read_rows(out / "grades.csv")
     submissions = out.parent / "submissions"
-    nbformat.write(solved(), submissions / "zed.ipynb")
+    nbformat.write(first_class(), submissions / "zed.ipynb")
     from specdec_course.cli import main
 
     assert main(["autograde", str(submissions), "--out", str(out), "--student", "zed",
@@ -276,8 +277,8 @@ def test_regrading_one_student_keeps_every_other_row_and_records_the_old_one(bat
     assert set(after) == {"amy", "zed", "mallory"}, f"every student keeps a row; rows {sorted(after)}"
     for student in ("amy", "mallory"):
         assert after[student] == before[student], f"{student}'s row must not change in zed's regrade"
-    assert float(after["zed"]["score"]) == 90, f"zed's new row has the solution's 90 points: {after['zed']}"
+    assert float(after["zed"]["score"]) == 60, f"zed's new row has Part 1's 60 points: {after['zed']}"
     [old] = results.read_history(out / "regrades.csv")
     assert (old["student"], float(old["score"])) == ("zed", 0), f"regrades.csv keeps zed's replaced row: {old}"
     scores = {s: sum(a or 0 for a, _, _ in cells.values()) for s, cells in gradebook.read_scores(course).items()}
-    assert scores["amy"] == 90 and scores["zed"] == 90, f"the gradebook holds amy's old and zed's new score: {scores}"
+    assert scores["amy"] == 90 and scores["zed"] == 60, f"the gradebook holds amy's old and zed's new score: {scores}"

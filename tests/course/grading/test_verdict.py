@@ -18,6 +18,7 @@ from specdec_kit import checks, settings
 
 from conftest import REPO
 from corpora import (
+    AUTO,
     HOG,
     SPECULATIVE_DECODE,
     blank,
@@ -37,6 +38,13 @@ def plan():
     full = load_plan(REPO / "autograder")
     tests = {name: spec for name, spec in full.tests.items() if name != SPEED_TEST}
     return dataclasses.replace(full, tests=tests, check_seconds=FAST_CHECK_SECONDS)
+
+
+@pytest.fixture(scope="module")
+def parts(plan):
+    """The plan's tests of Parts 1 and 2 (the auto-graded points): for a tamper of those parts, whose bonus checks
+    would add a third to the verdict's time and nothing to the point."""
+    return dataclasses.replace(plan, tests={name: spec for name, spec in plan.tests.items() if name in AUTO})
 
 
 def lost(judged: verdict.Verdict) -> set[str]:
@@ -73,17 +81,17 @@ def test_top_level_statements_never_run(plan):
 
 
 @pytest.mark.slow
-def test_a_crash_costs_only_the_checks_it_crashes(plan):
+def test_a_crash_costs_only_the_checks_it_crashes(parts):
     crash = "        if draft_tokens.shape[1] == 8:\n            import ctypes\n            ctypes.string_at(0)\n"
     start = "        sequence = torch.cat([input_ids, draft_tokens], dim=1)\n        mask = "
-    judged = judge(edited(solved(), start, crash + start), plan)
+    judged = judge(edited(solved(), start, crash + start), parts)
     assert lost(judged) == {"test_verify_alignment"}, f"only the check with k=8 crashes; failed {lost(judged)}"
     message = judged.tests["test_verify_alignment"].message
     assert "segmentation fault" in message, f"the crashed check should name the segfault: {message}"
 
 
 @pytest.mark.slow
-def test_a_method_cannot_rewrite_the_judge(plan):
+def test_a_method_cannot_rewrite_the_judge(parts):
     """Replacing the checks from inside a method changes the child's copy, never the judge's."""
     patch = ("        import specdec_kit.checks as c\n"
              "        c.require = lambda *a, **k: None\n"
@@ -91,7 +99,7 @@ def test_a_method_cannot_rewrite_the_judge(plan):
     notebook = edited(solved(), "        encoded = self.target_tokenizer(prompt, return_tensors=\"pt\")",
                       patch + "        return DecodeResult('', [0], [0], [0])\n        encoded = "
                               "self.target_tokenizer(prompt, return_tensors=\"pt\")")
-    judged = judge(notebook, plan)
+    judged = judge(notebook, parts)
     expected = {"test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use"}
     assert expected <= lost(judged), \
         f"a made-up result should lose {sorted(expected)} whatever the checks became; lost {sorted(lost(judged))}"
