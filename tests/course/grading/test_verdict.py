@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
-from specdec_course.core.plan import SPEED_TEST, load_plan
+from specdec_course.core.plan import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST, load_plan
 from specdec_course.grading import speed, verdict
 from specdec_kit import checks, settings
 
@@ -22,6 +22,7 @@ from corpora import (
     HOG,
     SPECULATIVE_DECODE,
     blank,
+    catalogue_entry,
     edited,
     solved,
     with_cell,
@@ -126,6 +127,19 @@ def test_speed_is_timed_here_and_stored_answers_do_not_help(tmp_path, monkeypatc
     kept = edited(solved(), reset, reset + stored)
     result = judge(nbformat.from_dict(kept), plan).tests[SPEED_TEST]
     assert not result.passed and "leaves target greedy" in result.message, result.message
+
+
+@pytest.mark.slow
+def test_a_decoder_that_lost_cached_exact_is_not_timed():
+    """The speed test's outcome for a wrong decoder is the same whatever a run's timing draws: cache_not_cropped's
+    wrong tokens showed on the timed prompts of one selftest's draw and not of another's, so the speed test takes
+    test_cached_exact's verdict (the grader's cases, the same in every run) before it times anything."""
+    full = load_plan(REPO / "autograder")
+    plan = dataclasses.replace(full, tests={test: full.tests[test] for test in (EXACT_BEFORE_TIMING, SPEED_TEST)})
+    judged = judge(catalogue_entry("cache_not_cropped"), plan)
+    assert not judged.tests[EXACT_BEFORE_TIMING].passed, "the entry's cache keeps rejected drafts: wrong tokens"
+    assert judged.tests[SPEED_TEST].message == NOT_EXACT and judged.speed is None, \
+        f"not timed, and saying why: {judged.tests[SPEED_TEST].message!r}, measured {judged.speed}"
 
 
 def test_timed_prompts_are_drawn_afresh_from_the_operating_system():
