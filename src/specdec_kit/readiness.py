@@ -34,7 +34,6 @@ PASS_FIRST = {"SpeculativeDecoder": "test_exact", "CachedSpeculativeDecoder": "t
               "AdaptiveSpeculativeDecoder": "test_adaptive"}
 
 
-
 def preflight(decoder_classes: dict[str, type], methods, say: Callable[[str], None] | None = print) -> None:
     """Each decoder that `methods` time must decode one prompt on the tiny pair as the target does, before
     the benchmark loads its pair: an unfinished or wrong decoder fails in seconds, saying what to do."""
@@ -113,7 +112,6 @@ def finished(decoder_classes: dict[str, type], methods, say: Callable[[str], Non
     return True
 
 
-
 def checked_decoder(decoder_class: type, target: str, draft: str, device: str = "cpu", **init):
     """`decoder_class(target, draft, device=device, **init)` once it decodes the tiny pair as its target does
     (`preflight`, seconds); until then a `NotReady` stand-in that says what to finish first wherever it is used."""
@@ -123,4 +121,3 @@ def checked_decoder(decoder_class: type, target: str, draft: str, device: str = 
     except NotReadyError as e:
         return NotReady(e)
     return decoder_class(target, draft, device=device, **init)
-

@@ -58,4 +58,3 @@ def bonus_compare(decoder_classes: dict[str, type], methods: list[str], sweep: S
     return compare(decoder_classes, target, draft, load_prompts()[:sweep.prompts], list(sweep.k_values), pair=pair,
                    repeats=sweep.repeats, max_new_tokens=sweep.max_new_tokens, device=device, methods=list(methods),
                    temperatures=list(sweep.temperatures))  # only sampling methods read them (bench_plan)
-
