@@ -518,8 +518,8 @@ HOG = f"""        if type(self.target_model).__name__ == "RemoteModel" and max_t
 
 
 def timed_table() -> nbformat.NotebookNode:
-    """A decoder without caches (too slow for the bar) that answers from a table the timed prompts of grading runs
-    before this issue's fix: the course's seed drew the same numbers every run, and a page had shown them."""
+    """A decoder too slow for the bar (`slow_rounds`) that answers from a table the timed prompts of grading runs
+    when the course's seed drew them: the same numbers every run, and a page had shown them."""
     import random
 
     from specdec_kit import baseline, checks
@@ -534,7 +534,7 @@ def timed_table() -> nbformat.NotebookNode:
             "            tokens = TABLE[prompt][:max_tokens]\n"
             "            return DecodeResult(text='', token_ids=tokens, proposed=[0] * len(tokens), "
             "accepted=[0] * len(tokens))\n")
-    return edited(catalogue_entry("variant_uncached_only"), CACHED_DECODE,
+    return edited(catalogue_entry("slow_rounds"), CACHED_DECODE,
                   CACHED_DECODE.replace("        self.reset_caches()", code + "        self.reset_caches()"))
 
 
@@ -610,10 +610,12 @@ TAMPERS = [
     Case("replace_hidden", on_blank(REPLACE_HIDDEN), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("replace_require", on_blank(REPLACE_VERDICT), Expected(loses=AUTO, targets=AUTO, marker=True)),
     Case("replace_asserts", on_blank(REPLACE_ASSERTS), Expected(loses=AUTO, targets=AUTO, marker=True)),
-    Case("patch_clock", lambda: edited(catalogue_entry("variant_uncached_only"), CACHED_DECODE,
+    # The timing attacks start from a decoder that passes every check but is too slow for the bar (`slow_rounds`),
+    # so that only the timing stands between them and test_speedup.
+    Case("patch_clock", lambda: edited(catalogue_entry("slow_rounds"), CACHED_DECODE,
                                        CACHED_DECODE.replace("        self.reset_caches()",
                                                              PATCH_CLOCK + "        self.reset_caches()")),
-         Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
+         Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
     # A wasteful decoder (a second target forward per rejection) that hides its forwards, then one that forges them:
     # the grader counts what it ran.
     Case("hide_forwards", lambda: edited(catalogue_entry("extra_target_forward"), SPECULATIVE_DECODE,
@@ -626,10 +628,10 @@ TAMPERS = [
          Expected(loses=("test_counts", "test_speedup"), targets=("test_counts", "test_speedup"), marker=True)),
     # With the bonus classes solved: test_sampling's checks decode one prompt many times with the sampler, which
     # inherits this decode, and the memo answers the repeats (its marker); the speed test's prompts are new every run.
-    Case("cached_outputs", lambda: edited(catalogue_entry("prefix_reencoded", released=()), CACHED_DECODE,
+    Case("cached_outputs", lambda: edited(catalogue_entry("slow_rounds", released=()), CACHED_DECODE,
                                           CACHED_DECODE.replace("        self.reset_caches()", MEMO
                                                                 + "        self.reset_caches()")),
-         Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",), marker=True)),
+         Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
     Case("skip_draft", lambda: edited(parts_solved(), DRAFT_START, SKIP_DRAFT + DRAFT_START),
          Expected(loses=("test_draft_tokens", "test_counts"), targets=("test_draft_tokens", "test_counts"),
                   marker=True)),
@@ -646,8 +648,7 @@ TAMPERS = [
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
     Case("vacuous", on_blank(VACUOUS), Expected(loses=AUTO, targets=AUTO, marker=True)),
-    Case("timed_table", timed_table, Expected(loses=("test_cache_use", "test_speedup"), targets=("test_speedup",),
-                                              marker=True)),
+    Case("timed_table", timed_table, Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
     Case("leak_inputs", lambda: with_cell(parts_solved(), LEAK_INPUTS, after="cached_speculative_decoder"),
          Expected(loses=("test_exact", "test_cached_exact", "test_speedup"), marker=True)),
     Case("largest_requests", lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG),

@@ -38,7 +38,6 @@ class Entry:
     edits: tuple[tuple[str, str], ...] = ()
     fails: frozenset[str] = field(default_factory=frozenset)
     message: str = ""  # text the student's feedback must show: the check's words for this bug
-    unsure: frozenset[str] = field(default_factory=frozenset)  # timed tests too close to call: not judged
     messages: tuple[tuple[str, str], ...] = ()  # (test, words its message must hold) for each test a bug loses
 
 
@@ -47,7 +46,7 @@ def load_catalogue(autograder_dir: Path) -> list[Entry]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     entries = [Entry(e["name"], e["description"], e.get("kind", ""), tuple(e.get("edits", ())),
-                     frozenset(e.get("fails", ())), e.get("message", ""), frozenset(e.get("unsure", ())),
+                     frozenset(e.get("fails", ())), e.get("message", ""),
                      tuple(sorted(e.get("messages", {}).items())))
                for e in module.CATALOGUE]
     wrong = [e.name for e in entries if e.kind not in KINDS]

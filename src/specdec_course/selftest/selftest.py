@@ -67,9 +67,8 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
                                      progress=lambda r: progress(f"graded {_row(r).student}"))
     outcomes = []
     for entry, result in zip(entries, grades):
-        judged = [c for c in full if c not in entry.unsure]
-        lost = sorted(c for c in judged if result.tests.get(c, 0.0) < full[c])
-        expected = sorted(entry.fails - entry.unsure)
+        lost = sorted(c for c in full if result.tests.get(c, 0.0) < full[c])
+        expected = sorted(entry.fails)
         problems = _feedback_problems(feedback_dir / f"{entry.name}.html", entry.message)
         if result.status != "graded" or result.message:  # an error, or feedback withheld for a leak
             problems.append(f"{result.status}: {result.message}")

@@ -1,8 +1,8 @@
 """The speed check: the cached decoder against HF assisted generation at the same k, timed by the kit.
 
-It first checks, without timing, one target forward per round and the right tokens (`gate_rounds`); only a
-decoder that passes is timed. In a notebook the timing runs here (`measure_speedup`); while grading, the
-notebook's own run stops after that first check and the grader times the decoder outside the notebook.
+It first checks, without timing, one target forward per round, the right tokens and caches kept across rounds
+(`gate_rounds`); only a decoder that passes is timed. In a notebook the timing runs here (`measure_speedup`); while
+grading, the notebook's own run stops after that first check and the grader times the decoder outside the notebook.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import statistics
 import torch
 
 from .. import settings, zoo
-from ..baseline import first_mismatch, prompt_for_token, target_greedy
+from ..baseline import first_mismatch, prompt_for_token, target_greedy, zoo_tokenizer
 from ..probes import set_threads
 from ..timing import Observer
 from .answers import answers_or_recorded
-from .core import as_runner, decoded, require, require_seen_forwards
+from .caching import judge_cache_use
+from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
 from .decoding import how_tokens_differ
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
@@ -48,10 +49,13 @@ def timing_lock():
 
 
 def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
-    """Deterministic, before any timing: one target forward per round and the right tokens, on `scripted`."""
+    """Deterministic, before any timing: one target forward per round, the right tokens and caches kept across
+    rounds, on `scripted`. A decoder that re-encodes what its cache should hold is slow by an amount that hangs on
+    how many drafts the timed prompts reject, near the bar for some bugs: it loses here, whatever a run's timing
+    draws."""
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
     starts = script.cycle[30:33]
-    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted",
+    outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
                                        "cases": [(prompt_for_token(start), 24, k) for start in starts]})
     for start, outcome in zip(starts, outcomes):
         expected = answers.rounds(start, k, 24)
@@ -65,6 +69,11 @@ def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
         require(calls == expected.rounds,
                 f"speedup is timed only for a decoder that makes one target forward per round: {calls} "
                 f"forwards for {expected.rounds} rounds (see test_counts)")
+        try:
+            judge_cache_use(outcome, zoo_tokenizer()(prompt_for_token(start)).input_ids + list(got.token_ids), k)
+        except CheckFailed as e:
+            raise CheckFailed(f"speedup is timed only for a decoder that keeps its caches across rounds; on the prompt "
+                              f"{prompt_for_token(start)!r} (k={k}, max_tokens=24) {e} (see test_cache_use)") from None
 
 
 def near_tie_accepted(prompt_id: str, mismatch, dtype: torch.dtype) -> None:
@@ -171,7 +180,7 @@ def judge_speedup(measured: dict, min_ratio: float) -> dict:
 def check_speedup(decoder_class: type, min_ratio: float = SPEEDUP_MIN_RATIO, device: str | None = None) -> dict | None:
     """The cached decoder is at least `min_ratio` times as fast as HF assisted generation at the same k.
 
-    Fails first, deterministically, on forward counts and exactness; only code that passes them is timed.
+    Fails first, deterministically, on forward counts, exactness and the caches' use; only code that passes is timed.
     A ratio measured side by side in one process holds on any device, unlike a tokens/s threshold. While
     grading, the notebook's own run stops after the first check: the grader times the decoder itself,
     outside the notebook.

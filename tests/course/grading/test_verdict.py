@@ -22,7 +22,6 @@ from corpora import (
     HOG,
     SPECULATIVE_DECODE,
     blank,
-    catalogue_entry,
     edited,
     solved,
     with_cell,
@@ -131,13 +130,19 @@ def test_speed_is_timed_here_and_stored_answers_do_not_help(tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_a_decoder_that_lost_cached_exact_is_not_timed():
-    """The speed test's outcome for a wrong decoder is the same whatever a run's timing draws: cache_not_cropped's
-    wrong tokens showed on the timed prompts of one selftest's draw and not of another's, so the speed test takes
-    test_cached_exact's verdict (the grader's cases, the same in every run) before it times anything."""
+    """The speed test's outcome for a wrong decoder is the same whatever a run's timing draws: a decoder whose tokens
+    go wrong only on some prompts may give the right ones on a run's timed prompts, so the speed test takes
+    test_cached_exact's verdict (the grader's cases, the same in every run) before it times anything. This one is
+    wrong on the course's prompts and right on the short ones of the speed test's first check."""
     full = load_plan(REPO / "autograder")
     plan = dataclasses.replace(full, tests={test: full.tests[test] for test in (EXACT_BEFORE_TIMING, SPEED_TEST)})
-    judged = judge(catalogue_entry("cache_not_cropped"), plan)
-    assert not judged.tests[EXACT_BEFORE_TIMING].passed, "the entry's cache keeps rejected drafts: wrong tokens"
+    reset = "        self.reset_caches()  # a new prompt shares nothing with the last one\n"
+    wrong = ("        if len(prompt) > 20:\n"
+             "            got = super().speculative_decode(prompt, max_tokens, num_speculative_tokens)\n"
+             "            tokens = [*got.token_ids[:-1], got.token_ids[-1] + 1]\n"
+             "            return DecodeResult(got.text, tokens, got.proposed, got.accepted)\n")
+    judged = judge(edited(solved(), reset, reset + wrong), plan)
+    assert not judged.tests[EXACT_BEFORE_TIMING].passed, "its last token is wrong on the course's prompts"
     assert judged.tests[SPEED_TEST].message == NOT_EXACT and judged.speed is None, \
         f"not timed, and saying why: {judged.tests[SPEED_TEST].message!r}, measured {judged.speed}"
 

@@ -5,7 +5,7 @@ Each bug is the solution with the catalogue's edits, loaded through the seam: ev
 loses fails here too, in seconds, and one of them says the entry's message. (The speed test's timing, and
 "loses nothing else", are the selftest's: it grades every entry through the real grading path. So is "a
 correct variant passes every check it does not name": the selftest expects each variant to lose exactly the
-tests it names (no variant has unsure ones), and `make test-release`'s selftest grades every variant.)
+tests it names, and `make test-release`'s selftest grades every variant.)
 
 Example run: python -m pytest tests/course/selftest/test_catalogue.py -q
 """
@@ -38,8 +38,6 @@ def test_catalogue_covers_bugs_and_variants():
     assert len(BUGS) >= 12 and len(VARIANTS) >= 5, f"{len(BUGS)} bugs and {len(VARIANTS)} variants"
     assert all(e.fails for e in BUGS), f"a bug loses a test: {[e.name for e in BUGS if not e.fails]}"
     assert {t for e in ENTRIES for t in e.fails} <= set(PLAN.tests), "every test an entry names exists"
-    unsure = {e.name: sorted(e.unsure) for e in VARIANTS if e.unsure}
-    assert not unsure, f"the selftest judges a correct variant on every test, so none may be unsure: {unsure}"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
@@ -71,6 +69,8 @@ def test_bug_fails_the_tests_it_names_with_its_message(entry, tmp_path):
     gated = {t: words for t, words in found.items() if t != TIMED or words}  # a timing failure shows only when timed
     passed = [t for t, words in gated.items() if not words]
     assert not passed, f"{entry.name} should fail {passed} too (the catalogue says it loses {sorted(entry.fails)})"
+    if entry.fails == {TIMED} and not found[TIMED]:
+        return  # slow, and nothing else: only the timing shows it, so the selftest finds its message on its page
     assert any(entry.message in words for words in found.values()), \
         f"{entry.name}: no failing check says {entry.message!r}; they said {found}"
     unnamed = {test: found[test] for test, words in entry.messages if words not in found[test]}
