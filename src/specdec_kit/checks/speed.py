@@ -54,15 +54,15 @@ def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
     how many drafts the timed prompts reject, near the bar for some bugs: it loses here, whatever a run's timing
     draws."""
     script, answers = zoo.scripted_script(), answers_or_recorded(answers)
-    starts = script.cycle[30:33]
+    starts, max_tokens = script.cycle[30:33], 24
     outcomes = as_runner(decoder).run({"kind": "decode", "pair": "scripted", "ids": True,
-                                       "cases": [(prompt_for_token(start), 24, k) for start in starts]})
+                                       "cases": [(prompt_for_token(start), max_tokens, k) for start in starts]})
     for start, outcome in zip(starts, outcomes):
-        expected = answers.rounds(start, k, 24)
+        prompt, expected = prompt_for_token(start), answers.rounds(start, k, max_tokens)
+        where = f"on the prompt {prompt!r} (k={k}, max_tokens={max_tokens})"
         got = decoded(outcome, "the speed test's first check")
         require(got.token_ids == expected.token_ids,
-                "speedup is timed only for a decoder that produces the target's greedy tokens; on the prompt "
-                f"{prompt_for_token(start)!r} (k={k}, max_tokens=24) "
+                f"speedup is timed only for a decoder that produces the target's greedy tokens; {where} "
                 f"{how_tokens_differ(got.token_ids, expected.token_ids)}: fix test_cached_exact")
         require_seen_forwards(outcome)
         calls = len(outcome.forwards["target"])
@@ -70,11 +70,10 @@ def gate_rounds(decoder, k: int = SPEEDUP_K, answers=None) -> None:
                 f"speedup is timed only for a decoder that makes one target forward per round: {calls} "
                 f"forwards for {expected.rounds} rounds (see test_counts)")
         try:
-            judge_cache_use(outcome, zoo_tokenizer()(prompt_for_token(start)).input_ids + list(got.token_ids), k)
+            judge_cache_use(outcome, zoo_tokenizer()(prompt).input_ids + list(got.token_ids), k)
         except CheckFailed as e:
-            raise CheckFailed(f"speedup is timed only for a decoder that keeps its caches across rounds; on the prompt "
-                              f"{prompt_for_token(start)!r} (k={k}, max_tokens=24) {e} (see test_cache_use)") from None
-
+            raise CheckFailed(f"speedup is timed only for a decoder that keeps its caches across rounds; {where} {e} "
+                              "(see test_cache_use)") from None
 
 def near_tie_accepted(prompt_id: str, mismatch, dtype: torch.dtype) -> None:
     """A difference from target greedy is accepted only after an fp16/bf16 near-tie (margin printed)."""
