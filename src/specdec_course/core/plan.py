@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,11 @@ SPEED_TEST = "test_speedup"  # the test the grader times after its checks
 EXACT_BEFORE_TIMING = "test_cached_exact"
 NOT_EXACT = (f"speedup is timed only for a decoder that gives the target's greedy tokens on every case of "
              f"{EXACT_BEFORE_TIMING}: fix {EXACT_BEFORE_TIMING} first")
+
+
+def not_timed(lost: Collection[str]) -> str | None:
+    """Why the speed test is not timed, given the tests lost before it; None where it is timed."""
+    return NOT_EXACT if EXACT_BEFORE_TIMING in lost else None
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,11 @@ def load_plan(autograder_dir: Path) -> Plan:
     spec = importlib.util.spec_from_file_location("specdec_hidden_checks", autograder_dir / "hidden.py")
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
+    order = list(hidden.TESTS)
+    if {EXACT_BEFORE_TIMING, SPEED_TEST} <= set(order) and order.index(SPEED_TEST) < order.index(EXACT_BEFORE_TIMING):
+        raise ValueError(f"{autograder_dir / 'hidden.py'}: TESTS lists {SPEED_TEST} before {EXACT_BEFORE_TIMING}, but "
+                         f"the speed test is timed only after {EXACT_BEFORE_TIMING}'s verdict (the grader runs the "
+                         f"tests in TESTS' order): list {EXACT_BEFORE_TIMING} first")
     limits = hidden.CONFIG["limits"]
     return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
                 float(limits["verdict_seconds"]), int(limits["scratch_mb"]), int(limits["scratch_files"]))

@@ -24,7 +24,7 @@ from specdec_kit import checks
 from specdec_kit.adapters import cells_to_consider, not_run
 from specdec_kit.probes import ProbeError
 
-from ..core.plan import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST, Plan
+from ..core.plan import SPEED_TEST, Plan, not_timed
 from ..sandbox.box import Limits, Sandbox
 from ..sandbox.child import Child, ChildFailed, ChildRunner
 from ..sandbox.host import Host
@@ -119,8 +119,9 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
             if verdict.out_of_time and result.visible_passed is not False and not result.message:
                 result.passed, result.aborted = False, True
                 result.message = f"not judged: {out_of_time(plan, verdict.out_of_time)}"
-            elif result.passed and test == SPEED_TEST and not verdict.tests.get(EXACT_BEFORE_TIMING, result).passed:
-                result.passed, result.message = False, NOT_EXACT  # judged, not timed: the same in every run
+            elif result.passed and test == SPEED_TEST and (
+                    why := not_timed({name for name, other in verdict.tests.items() if not other.passed})):
+                result.passed, result.message = False, why  # judged, not timed: the same in every run
             elif result.passed and (test_checks[1:] or test == SPEED_TEST):
                 result.passed = False
                 run(test, test_checks[1:], phase_hidden=True, timed=test == SPEED_TEST)

@@ -16,7 +16,7 @@ from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks.core import CheckTimeout
 from specdec_kit.timing import NoProgress
 
-from ..core.plan import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST, load_plan
+from ..core.plan import SPEED_TEST, load_plan, not_timed
 from .catalogue import Entry, make_submission
 
 
@@ -35,8 +35,9 @@ def notebook_losses(notebook: nbformat.NotebookNode, path: Path, autograder_dir:
                 check(classes[class_name])
         except (Exception, NoProgress, CheckTimeout) as e:  # CheckFailed, the student's own exception, a loop
             found[test] = "\n".join([f"{type(e).__name__}: {e}", *getattr(e, "__notes__", [])])  # the kit's notes
-    if EXACT_BEFORE_TIMING in found and SPEED_TEST in (tests or plan.tests):  # as the verdict rules, before timing
-        found.setdefault(SPEED_TEST, NOT_EXACT)
+    why = not_timed(found)  # as the verdict rules, before timing
+    if why and SPEED_TEST in (tests or plan.tests):
+        found.setdefault(SPEED_TEST, why)
     return found
 
 

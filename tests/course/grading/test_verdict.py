@@ -199,6 +199,20 @@ def test_plan_pairs_each_test_cell_with_its_visible_and_hidden_checks():
         assert planned == calls, f"{test}: the plan runs {planned}, the cell calls {calls}"
 
 
+
+def test_a_plan_that_times_before_cached_exact_is_refused(tmp_path):
+    """The grader runs the hidden checks in TESTS' order and times the speed test only after test_cached_exact's whole
+    verdict (visible and hidden): a TESTS listing the speed test first would time on the visible cases alone."""
+    import shutil
+
+    autograder = tmp_path / "autograder"
+    shutil.copytree(REPO / "autograder", autograder, ignore=shutil.ignore_patterns("__pycache__"))
+    hidden = autograder / "hidden.py"
+    hidden.write_text(hidden.read_text()
+                      + f"TESTS = {{t: TESTS[t] for t in sorted(TESTS, key=lambda t: t != {SPEED_TEST!r})}}\n")
+    with pytest.raises(ValueError, match=f"TESTS lists {SPEED_TEST} before {EXACT_BEFORE_TIMING}"):
+        load_plan(autograder)
+
 @pytest.mark.slow
 def test_children_leave_no_working_folder_behind(plan):
     """Each child works in a folder of its own, removed with it, also when it was killed mid-check."""
