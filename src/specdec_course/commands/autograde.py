@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         submissions = _only(submissions, args.student)
     setup = course.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    args.jobs, args.timeout, args.sandboxed)
+    print(f"the submissions' code runs under isolation {setup.limits_held!r}")
     with tqdm(total=len(submissions), desc="autograde") as bar:
         grades, replaced = results.grade_class(out, submissions, setup, resume=args.resume,
                                                progress=lambda _: bar.update())

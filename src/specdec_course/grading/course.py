@@ -19,7 +19,7 @@ from ..authoring.release import render_release
 from ..core import config as course_config
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
 from ..core.plan import SPEED_TEST, Plan, load_plan
-from ..sandbox import box
+from ..sandbox import box, processes
 from ..sandbox.models import CHECK_PAIRS
 from . import feedback
 from .archives import ArchiveLimits
@@ -45,6 +45,7 @@ class BatchSetup:
     cell_seconds: int
     jobs: int = 1
     isolation: str = "none"  # one of box.ISOLATIONS: how every submission's code runs
+    limits_held: str = "none"  # what holds its limits, in words (box.limits_label): the rows' `isolation` column
     cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
     @property
@@ -59,12 +60,15 @@ class BatchSetup:
 
 
 def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 1,
-                notebook_seconds: int | None = None, sandboxed: bool = True) -> BatchSetup:
+                notebook_seconds: int | None = None, sandboxed: bool = True,
+                one_per_container: bool = False) -> BatchSetup:
     """Check the options, set up the course and the zoo, and return the batch's setup.
 
     The limits are those of autograder/config.toml; `notebook_seconds` (`--timeout`) overrides its own. With
     `sandboxed`, every submission runs in the strongest sandbox the machine gives (`box.detect`), and a
-    machine that gives none is refused; without (`--no-sandbox`), as the grader's own user.
+    machine that gives none is refused, as is one where the sandboxes get no cgroup while `require_cgroups` holds
+    (`one_per_container`, a platform's container that grades one submission and is discarded, waives it); without
+    (`--no-sandbox`), as the grader's own user.
     """
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
@@ -78,6 +82,7 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     if sandboxed and isolation == "none":
         raise box.SandboxError(f"no sandbox for the students' code: {box.why_not()}; or pass --no-sandbox "
                                "to grade without one (every row then says so)")
+    cgroup = _cgroup(isolation, _required(limits) and not one_per_container, autograder_dir)
     cell_seconds = min(seconds, int(limits["cell_seconds"]))
     prepare_course(course, solution, autograder_dir, seconds, cell_seconds)
     prepare_zoo()
@@ -87,7 +92,30 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
     release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
     if isolation == "user":  # no namespaces: the sandboxes' users see the machine's files as any other user does
         box.hide([autograder_dir, solution.parent, course.parent])
-    return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs, isolation)
+    return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs, isolation,
+                      box.limits_label(isolation, cgroup))
+
+
+def _required(limits: dict) -> bool:
+    required = limits.get("require_cgroups", True)
+    if not isinstance(required, bool):
+        raise ValueError(f"[limits] require_cgroups must be true or false, got {required!r}")
+    return required
+
+
+def _cgroup(isolation: str, required: bool, autograder_dir: Path) -> str:
+    """The sandboxes' cgroup version ("" for none); a SandboxError where one is required and none can be made (as
+    root, with a sandbox: elsewhere no cgroup was ever possible, and the row says so)."""
+    if isolation == "none" or os.geteuid() != 0:
+        return ""
+    version, why = processes.cgroup_support()
+    if required and not version:
+        raise box.SandboxError(
+            f"no cgroup for the sandboxes' memory, process and freezer limits ({why}), and [limits] require_cgroups "
+            "is true: grade as root on a host whose cgroups the grader may write, or on a systemd machine under "
+            "`systemd-run --scope -p Delegate=yes specdec-course autograde ...`, or set require_cgroups = false in "
+            f"{autograder_dir / 'config.toml'} to grade with per-process limits only (every row then says so)")
+    return version
 
 
 def archive_limits(autograder_dir: Path) -> ArchiveLimits:

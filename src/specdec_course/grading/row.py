@@ -47,7 +47,7 @@ class Grade:
     failures: dict[str, str] = field(default_factory=dict)  # failed test -> the first line of its message
     vs_hf_assisted: float | None = None  # the speed test's measured ratio, when it got that far
     hidden_failed: list[str] = field(default_factory=list)  # failed tests whose visible check passed
-    isolation: str = ""  # the sandbox its code ran in (sandbox.ISOLATIONS); "" when none of its code ran
+    isolation: str = ""  # what held its code's limits (box.limits_label: `bwrap+cgroup2`, `none`); "" when none ran
 
 
 @dataclass
@@ -82,7 +82,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                             for test, result in judged.tests.items() if not result.passed},
                   vs_hf_assisted=judged.speed["vs_hf_assisted"] if judged.speed else None,
                   hidden_failed=[test for test, result in judged.tests.items()
-                                 if not result.passed and result.visible_passed], isolation=setup.isolation)
+                                 if not result.passed and result.visible_passed], isolation=setup.limits_held)
     notebook = show_verdict(autograded or _bare(submitted), judged, {**setup.points, **setup.extra_credit},
                             grade, run_note if autograded is None else "")
     write_autograded(course, student, notebook)

@@ -81,7 +81,9 @@ def run(root: Path) -> dict:
         document = {"score": 0, "output": f"No notebook in the submission: upload {NOTEBOOK} (in Colab: File > "
                                           "Download > Download .ipynb)."}
     else:
-        setup = course.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder")
+        # One submission per container, discarded after it: no cgroup required (the row says if none held).
+        setup = course.setup_batch(out / "course", source / "solutions" / NOTEBOOK, source / "autograder",
+                                   one_per_container=True)
         [grade], _ = results.grade_class(out, [submission(root, notebooks[0])], setup)
         if row.is_grader_failure(grade.status, grade.message):  # no results.json: Gradescope says the autograder
             raise GraderFailed(grade.message)                   # failed and staff can run it again, never a 0

@@ -12,16 +12,18 @@ The isolations (`ISOLATIONS`), strongest first; `detect()` says which this machi
   made by real root keeps root's access to files): own PID, mount, IPC, UTS and network namespaces, so no network,
   no view of the grader's processes; a file system of read-only binds (the system's /usr and /etc, the Python
   installation and environment, the student package, the prompts, the offline models) and the only writable
-  places: its scratch folder and /tmp, one tmpfs of a byte and a file cap (`Limits.scratch_mb`, `scratch_files`)
-  made in its private mount namespace and gone with it, and the kernel's runtime folder, a tmpfs of 1 MB that the
-  grader mounts where it reaches the kernel's sockets. Paths the uid could not reach (a Python under /root) are
-  first bound by root, in that private mount namespace (`enter.py`), where it can.
+  places: its scratch folder, /tmp and /dev/shm, one tmpfs of a byte and a file cap (`Limits.scratch_mb`,
+  `scratch_files`) made in its private mount namespace and gone with it, and the kernel's runtime folder, a tmpfs of
+  1 MB that the grader mounts where it reaches the kernel's sockets. Paths the uid could not reach (a Python under
+  /root) are first bound by root, in that private mount namespace (`enter.py`), where it can.
 - `user`: where namespaces cannot be made (Docker without privileges, Gradescope): the unprivileged uid alone. It
   sees the machine's files as that uid: grading checks that the course's files are unreadable to it. It writes
   its scratch folder on the grader's disk and the machine's /tmp: each file is capped, not their total.
 - `none` (`--no-sandbox`): the grader's own user, as before sandboxes; only the limits.
-Every sandbox has limits set from outside: cgroup v1 memory (swap included where the kernel accounts it), pids and
-freezer where the grader may write them, RLIMIT_DATA on each process, a largest file, no core dumps.
+Every sandbox has limits set from outside: a cgroup where the grader may write one (`processes.py`: v2's memory.max,
+no swap, pids.max, cgroup.freeze; v1's memory, pids, freezer and cpuacct groups), which also counts its CPU time
+(`cpu_seconds`), and on each process RLIMIT_DATA, a largest file, no core dumps. `limits_held` says which held
+(`bwrap+cgroup2`, `user, no cgroup: per-process limits only`, `none`): the batch's rows say it too.
 Its uid is one no other live sandbox on the machine holds, whichever grader made it (`uids.py`), so that a kill(-1)
 as that uid reaches this sandbox only. When it closes, every process of it is killed: the cgroup's, else every
 process of its uid.
@@ -46,12 +48,12 @@ from pathlib import Path
 from ..core.regular_files import copy_tree
 from . import uids
 from .enter import MS_NODEV, MS_NOSUID, mount
-from .processes import ENTER, Cgroup, kill_uid, pids_of_uid
+from .processes import ENTER, attach_cgroup, kill_uid, make_cgroup, pids_of_uid
 
 ISOLATIONS = ("bwrap", "user", "none")
 STRONGEST_ENV = "SPECDEC_SANDBOX"  # `user`: never bwrap, as on a platform without namespaces (the Gradescope test)
 STAGE = Path("/run/specdec-stage")  # the mount point of enter.py's tmpfs, in each sandbox's own mount namespace
-SCRATCH = STAGE / "scratch"  # its tmpfs of the sandbox's writable space, seen as the scratch folder and /tmp
+SCRATCH = STAGE / "scratch"  # its tmpfs of the sandbox's writable space, seen as the scratch folder, /tmp, /dev/shm
 RUNTIME_SPACE = "size=1m,nr_inodes=64"  # the kernel's connection file and sockets, shared with the grader
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TERM")
 
@@ -152,9 +154,12 @@ class Sandbox:
                 raise
             self._runtime_mounted = True
         memory = (limits.memory_mb + limits.extra_memory_mb) << 20 if limits.memory_mb else 0
-        cgroup = Cgroup(f"{_safe(name)}-{os.getpid()}-{next(_serial)}", memory, limits.pids) \
-            if self.uid is not None else None
-        self.cgroup = cgroup or None  # None where the grader may not write cgroups (a container)
+        try:  # None where the grader may make no cgroup (`processes.cgroup_support` says why)
+            self.cgroup = make_cgroup(f"{_safe(name)}-{os.getpid()}-{next(_serial)}", memory, limits.pids) \
+                if self.uid is not None else None
+        except OSError:
+            self._release()
+            raise
         self._processes: list[subprocess.Popen] = []
 
     def describe(self) -> str:
@@ -163,6 +168,16 @@ class Sandbox:
                            "weights": self.weights,
                            "root": str(self.root), "cgroup": {k: str(v) for k, v in self.cgroup.dirs.items()}
                            if self.cgroup else {}})
+
+    @property
+    def limits_held(self) -> str:
+        """What holds this sandbox's limits, in words (`limits_label`)."""
+        return limits_label(self.isolation, self.cgroup.version if self.cgroup else "")
+
+    def cpu_seconds(self) -> float | None:
+        """User and system CPU seconds of every process the sandbox ever held (monotone), from its cgroup; None
+        without one."""
+        return self.cgroup.cpu_seconds() if self.cgroup is not None else None
 
     @classmethod
     def attach(cls, description: str) -> Sandbox:
@@ -173,7 +188,7 @@ class Sandbox:
         box.weights, box._lease, box._runtime_mounted = fields["weights"], None, False
         box.root = Path(fields["root"])
         box.home, box.runtime = box.root / "home", box.root / "runtime"
-        box.cgroup = Cgroup.attach({k: Path(v) for k, v in fields["cgroup"].items()}) if fields["cgroup"] else None
+        box.cgroup = attach_cgroup(fields["cgroup"])
         box._processes = []
         return box
 
@@ -281,6 +296,10 @@ class Sandbox:
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
+        self._release()
+
+    def _release(self) -> None:
+        """Its runtime tmpfs, folder and uid given back."""
         if self._runtime_mounted:
             with contextlib.suppress(OSError):  # a grading result outweighs a tmpfs of 1 MB left mounted
                 _unmount(self.runtime)
@@ -310,7 +329,9 @@ class Sandbox:
                 argv += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(SCRATCH / "tmp"), "/tmp"]
+        # /dev/shm in the capped tmpfs too: bubblewrap's --dev gives one of its own, outside the caps.
+        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(SCRATCH / "shm"), "/dev/shm",
+                 "--bind", str(SCRATCH / "tmp"), "/tmp"]
         for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where the machine has one
             argv += ["--dev-bind", str(device), str(device)]
         for index, path in enumerate(readable):
@@ -320,6 +341,13 @@ class Sandbox:
         for key, value in env.items():
             argv += ["--setenv", key, value]
         return [*argv, "--"]
+
+
+def limits_label(isolation: str, cgroup: str) -> str:
+    """What holds a sandbox's limits, in words: `isolation` (`ISOLATIONS`) and its cgroup's version ("" if none)."""
+    if isolation == "none":
+        return "none"
+    return f"{isolation}+{cgroup}" if cgroup else f"{isolation}, no cgroup: per-process limits only"
 
 
 def weights_gid() -> int:

@@ -1,8 +1,8 @@
 """Started by the grader, as root, to put one process into a submission's sandbox (`box.py`): join the
 sandbox's cgroups, set its limits, bind what the sandbox may read where its uid can reach it, mount the space it
-may write (its scratch folder and /tmp: one tmpfs of a byte and a file cap, the scratch folder seeded with a copy of
-the grader's), ignore SIGINT (bubblewrap's own processes would die of a kernel's interrupt), drop to the sandbox's
-uid, exec.
+may write (its scratch folder, /tmp and /dev/shm: one tmpfs of a byte and a file cap, the scratch folder seeded with a
+copy of the grader's), ignore SIGINT (bubblewrap's own processes would die of a kernel's interrupt), drop to the
+sandbox's uid, exec.
 
     python -I -S enter.py SPEC          # SPEC: JSON; under `unshare --mount` when it binds (bubblewrap)
 
@@ -35,13 +35,13 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
 
 def scratch(space: dict, uid: int) -> None:
     """The sandbox's writable space, in this private mount namespace: a tmpfs of `space["bytes"]` and `space["files"]`
-    (inodes) at `space["mount"]`, holding `home` (a copy of the folders and regular files of `space["seed"]`) and
-    `tmp`, both the uid's. It goes with the namespace, when the sandbox's last process ends."""
+    (inodes) at `space["mount"]`, holding `home` (a copy of the folders and regular files of `space["seed"]`), `tmp`
+    and `shm` (bound as /dev/shm), all the uid's. It goes with the namespace, when the sandbox's last process ends."""
     os.mkdir(space["mount"])
     mount("specdec-scratch", space["mount"], "tmpfs", MS_NOSUID | MS_NODEV,
           f"size={space['bytes']},nr_inodes={space['files']},mode=755")
-    home, tmp = (os.path.join(space["mount"], name) for name in ("home", "tmp"))
-    for folder, mode in ((home, 0o700), (tmp, 0o1777)):
+    home, tmp, shm = (os.path.join(space["mount"], name) for name in ("home", "tmp", "shm"))
+    for folder, mode in ((home, 0o700), (tmp, 0o1777), (shm, 0o1777)):
         os.mkdir(folder)
         os.chmod(folder, mode)
         os.chown(folder, uid, uid)

@@ -49,7 +49,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     course = workdir / "course"
     started = time.perf_counter()
     setup = grading_course.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
-    progress(f"the submissions' code runs under isolation {setup.isolation!r}")
+    progress(f"the submissions' code runs under isolation {setup.limits_held!r}")
     progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue

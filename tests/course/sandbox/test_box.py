@@ -136,6 +136,36 @@ def test_a_sandbox_writes_within_its_space_and_never_on_the_graders_disk(tmp_pat
     assert written < 32 << 20, f"the disk lost {written >> 20} MB while the sandbox tried to write 3 x 64 MB"
 
 
+SHM_PROBE = """
+import os
+def attempt(what, act):
+    try:
+        act()
+        print(what, "written", flush=True)
+    except OSError as e:
+        print(what, "refused", e.strerror, flush=True)
+open(os.path.join(os.environ["HOME"], "half"), "wb").write(bytes(5 << 20))
+attempt("bytes", lambda: open("/dev/shm/big", "wb").write(bytes(5 << 20)))
+os.remove("/dev/shm/big")
+attempt("files", lambda: [open(f"/dev/shm/f{i}", "w").close() for i in range(500)])
+"""
+
+
+@requires_bwrap
+def test_dev_shm_is_inside_the_space_caps():
+    """/dev/shm is the scratch tmpfs too (bubblewrap's own /dev/shm would be uncapped): its bytes count with the
+    scratch folder's, its files with theirs."""
+    box = Sandbox("test-shm", "bwrap", Limits(scratch_mb=8, scratch_files=100))
+    try:
+        out = box.run([sys.executable, "-I", "-c", SHM_PROBE], timeout=60)
+    finally:
+        box.close()
+    assert out.returncode == 0, f"the probe ran to its end:\n{out.stdout}\n{out.stderr}"
+    for what in ("bytes", "files"):
+        assert f"{what} refused No space left on device" in out.stdout, \
+            f"{what}: /dev/shm past the scratch caps is refused:\n{out.stdout}"
+
+
 @pytest.mark.slow
 @requires_bwrap
 def test_a_notebook_that_fills_its_space_fails_in_its_own_cells(tmp_path, monkeypatch):
@@ -199,6 +229,9 @@ def test_nothing_outlives_it():
 def test_frozen_sandbox_does_not_run(box):
     """While the grader times its own side, the sandbox gets no CPU time."""
     box.popen([sys.executable, "-I", "-c", "while True: pass"])
+    deadline = time.monotonic() + 60  # in its cgroup (a slow machine takes seconds): ticks before it joined don't count
+    while not box.pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
     time.sleep(1)
 
     def cpu_ticks() -> int:
@@ -209,6 +242,60 @@ def test_frozen_sandbox_does_not_run(box):
         time.sleep(1)
         after = cpu_ticks()
     assert after == before, f"a frozen sandbox ran for {after - before} ticks"
+
+
+@requires_bwrap
+def test_its_cgroup_counts_its_cpu_and_says_what_held():
+    """The sandbox's cgroup (v1 or v2, whichever the host has) counts every process's CPU, those gone included, and
+    `limits_held` names it."""
+    version, why = processes.cgroup_support()
+    assert version, f"no cgroup for the sandbox: {why}"
+    box = Sandbox("test-cpu", "bwrap", Limits())
+    try:
+        assert box.limits_held == f"bwrap+{version}", box.limits_held
+        assert box.cpu_seconds() == 0, f"a new sandbox has used no CPU: {box.cpu_seconds()}"
+        spin = "import os, time\nchild = os.fork()\nwhile time.process_time() < 1: pass\nif child: os.wait()"
+        assert box.run([sys.executable, "-I", "-c", spin], timeout=60).returncode == 0
+        spent = box.cpu_seconds()
+        assert spent >= 2.0, f"two processes, both ended, used 1 CPU second each: {spent}"
+        assert Sandbox.attach(box.describe()).cpu_seconds() >= spent, "another grader process reads the same count"
+    finally:
+        box.close()
+
+
+CAPS_PROBE = """
+import threading, time
+try:
+    for _ in range(64):
+        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+    print("threads started", flush=True)
+except RuntimeError:
+    print("threads refused", flush=True)
+with open("/tmp/big", "wb") as f:  # the scratch tmpfs: memory of the cgroup's, beyond any process's RLIMIT_DATA
+    for _ in range(256):
+        f.write(bytes(1 << 20))
+print("wrote 256 MB", flush=True)
+"""
+
+
+@requires_bwrap
+def test_its_cgroup_caps_its_processes_and_memory_together():
+    """pids caps threads, and memory.max (v2) or memory.limit_in_bytes (v1) what all of it holds: 256 MB written to
+    its tmpfs, which no process's RLIMIT_DATA counts, gets it killed at 64 MB."""
+    box = Sandbox("test-caps", "bwrap", Limits(memory_mb=64, pids=32, scratch_mb=512))
+    try:
+        out = box.run([sys.executable, "-I", "-c", CAPS_PROBE], timeout=60)
+    finally:
+        box.close()
+    assert "threads refused" in out.stdout, f"64 threads past pids 32 are refused:\n{out.stdout}{out.stderr}"
+    assert "wrote 256 MB" not in out.stdout and out.returncode != 0, \
+        f"the cgroup's memory cap stops the writer:\n{out.stdout}{out.stderr}"
+
+
+def test_limits_held_in_words():
+    assert sandbox.limits_label("bwrap", "cgroup2") == "bwrap+cgroup2"
+    assert sandbox.limits_label("user", "") == "user, no cgroup: per-process limits only"
+    assert sandbox.limits_label("none", "cgroup1") == "none", "no sandbox: nothing of the sandbox's held"
 
 
 def test_refused_without_a_sandbox(monkeypatch, tmp_path):
