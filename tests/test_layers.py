@@ -32,15 +32,16 @@ KIT_LAYERS = [
 COURSE_LAYERS = [
     ("core", [["__init__", "pins", "nbgrader_course", "oracle", "plan", "regular_files"], ["config"]]),
     ("authoring", [["__init__", "notebooks", "answers", "points"], ["release"]]),
-    ("sandbox", [["__init__", "uids", "enter", "processes", "models", "baseline", "timing_gate"], ["box"],
+    ("sandbox", [["__init__", "uids", "enter", "processes", "model_requests", "models", "baseline", "timing_gate",
+                  "channel", "meter"], ["box"],
                  ["host", "kernel"], ["child"], ["host_main"]]),
     ("bench", [["__init__", "hf_methods", "adaptive"]]),
-    ("grading", [["__init__", "safe_csv", "safe_html", "redact", "scan", "gradebook", "archives", "budget",
-                  "preprocessors"],
+    ("grading", [["__init__", "safe_csv", "safe_html", "redact", "scan", "gradebook", "archives", "budget", "jobs",
+                  "cell_watch", "preprocessors"],
                  ["safe_nbconvert", "collect", "speed"], ["feedback", "verdict"], ["course"], ["notebook_run"], ["row"],
                  ["batch"], ["results"]]),
     ("platforms", [["__init__", "similarity", "lms", "gradescope"], ["report"]]),
-    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses"]]),
+    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses", "load"]]),
 ]
 LAYERS: dict[str, tuple[int, int]] = {  # a unit of the table -> (its layer, its level in the layer)
     **{f"{KIT}.{name}": (layer, 0) for layer, names in enumerate(KIT_LAYERS) for name in names},

@@ -2,14 +2,18 @@
 cache replay finds a stale entry. (Each known bug is named by its checks in tests/course/selftest/test_catalogue.py.)
 """
 
+import signal
+import time
+
 import pytest
 
 from specdec_kit import checks
 from specdec_kit.adapters import load_notebook
-from specdec_kit.checks.core import CheckTimeout
+from specdec_kit.checks.core import WALL_FACTOR, CheckTimeout, _time_limit
 from specdec_kit.timing import ForwardCall, NoProgress
 
 from conftest import REPO, SOLUTION
+from load import one_busy_core
 
 UNCACHED_CHECKS = [checks.check_loading, checks.check_draft_tokens, checks.check_verify_alignment,
                    checks.check_correction_and_bonus, checks.check_exact, checks.check_eos_and_budget,
@@ -118,8 +122,48 @@ def test_a_call_that_never_returns_stops_at_the_time_limit_naming_the_call(noteb
                 except Exception:
                     pass
 
-    with pytest.raises(CheckTimeout, match=r"speculative_decode \(prompt .*\) had not returned after 1 s"):
+    with pytest.raises(CheckTimeout, match=r"speculative_decode \(prompt .*\) used 1 s of CPU"):
         checks.check_exact(checks.LocalRunner(Spinning, seconds=1))
+
+
+def test_a_call_that_waits_on_nothing_stops_at_the_clocks_backstop(notebook):
+    """A call that sleeps uses no CPU: the clock stops it at WALL_FACTOR times the limit."""
+
+    class Sleeping(notebook.SpeculativeDecoder):
+        def speculative_decode(self, prompt, max_tokens=100, num_speculative_tokens=4):
+            time.sleep(3600)
+
+    seconds = 0.2
+    with pytest.raises(CheckTimeout, match=rf"had not returned after {seconds * WALL_FACTOR:g} s"):
+        checks.check_exact(checks.LocalRunner(Sleeping, seconds=seconds))
+
+
+def test_a_visible_checks_limit_counts_cpu_so_a_loaded_machine_does_not_reach_it():
+    """0.4 s of CPU under a limit of 0.8 s, on a core shared with two spinning processes (about 1.2 s on the clock):
+    a limit on the clock, as the kit had it, stops it; the limit on CPU does not."""
+
+    def work() -> None:
+        until = time.thread_time() + 0.4
+        while time.thread_time() < until:
+            pass
+
+    def expired(signum, frame):
+        raise TimeoutError
+
+    with one_busy_core(spinners=2):
+        started = time.monotonic()
+        with _time_limit(0.8, []):
+            work()
+        took = time.monotonic() - started
+        previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, 0.8)
+        try:
+            with pytest.raises(TimeoutError):
+                work()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    assert took > 0.8, f"the load should have stretched 0.4 s of CPU past 0.8 s on the clock; it took {took:.2f} s"
 
 
 def test_speed_test_names_the_pairs_grading_times(monkeypatch):
@@ -166,3 +210,25 @@ def test_same_call_twice_reaches_a_cache_that_holds_all_of_the_input(notebook):
     decoder.cached_prefix = full_cache_fed_nothing
     with pytest.raises((checks.CheckFailed, ProbeError, RuntimeError)):  # in a notebook: the student's own error
         checks.check_same_call_twice(decoder, answers=ORACLE)
+
+
+def test_a_timing_waits_for_anothers_lock_a_bounded_time_then_goes_on(tmp_path, monkeypatch):
+    """A process that holds the machine's timing lock and never lets go delays a timing by `wait` seconds, no more."""
+    import subprocess
+    import sys
+
+    from specdec_kit import zoo
+
+    monkeypatch.setattr(zoo, "cache_root", lambda: tmp_path)
+    hold = (f"import time\nfrom filelock import FileLock\nlock = FileLock({str(tmp_path / 'timing.lock')!r})\n"
+            "lock.acquire()\nprint('held', flush=True)\ntime.sleep(600)\n")
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with checks.timing_lock(wait=1):
+            waited = time.monotonic() - started
+        assert 0.9 < waited < 10, f"waited {waited:.1f} s for a lock held forever, with a bound of 1 s"
+    finally:
+        holder.kill()
+        holder.wait()

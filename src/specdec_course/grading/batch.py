@@ -16,16 +16,17 @@ and could have touched them) and renders the feedback pages with nbgrader's gene
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path, PurePosixPath
 
 import nbformat
 
 from specdec_kit import settings
 from specdec_kit.adapters import cells_to_consider
+from specdec_kit.checks.core import WALL_FACTOR
 
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK
 from ..core.regular_files import write_below
@@ -34,7 +35,8 @@ from . import feedback, verdict
 from .collect import Submission
 from .course import BatchSetup
 from .gradebook import read_scores, write_autograded, write_scores
-from .notebook_run import InvalidSubmission, NotebookRun, match_release, read_submission
+from .jobs import JobTimedOut, run_jobs
+from .notebook_run import InvalidSubmission, NotebookRun, match_release, nbgrader_backstop, read_submission
 from .row import Grade, Graded, conclude, grader_failed, join_messages
 
 
@@ -51,22 +53,31 @@ def grade_all(course: Path, submissions: list[Submission], setup: BatchSetup, fe
     torch.set_num_threads(setup.threads)  # this process's reference answers
     before = read_scores(course)  # before any kernel of the batch runs: what nothing in it has touched
     results: list[Graded | Grade | None] = [(kept or {}).get(s.student) for s in submissions]
-    with ThreadPoolExecutor(max_workers=setup.jobs) as pool:
-        futures = {pool.submit(grade, course, s, setup, before.get(s.student, {})): i
-                   for i, s in enumerate(submissions) if results[i] is None}
-        for future in as_completed(futures):
-            index = futures[future]
-            results[index] = _result(future, submissions[index], course.parent / "logs")
-            if progress:
-                progress(results[index])
+    todo = [i for i, result in enumerate(results) if result is None]
+    jobs = [functools.partial(grade, course, submissions[i], setup, before.get(submissions[i].student, {}))
+            for i in todo]
+    for job, future in run_jobs(jobs, setup.jobs, job_backstop(setup)):
+        index = todo[job]
+        results[index] = _result(future, submissions[index], course.parent / "logs")
+        if progress:
+            progress(results[index])
     return finish(course, results, feedback_dir, before)
+
+
+def job_backstop(setup: BatchSetup) -> float:
+    """Seconds on the clock past every bound of one submission's grading: the verdict's backstop, then the wait for
+    the notebook's own run, with a margin for setting up and writing the row."""
+    return setup.plan.verdict_seconds * WALL_FACTOR + nbgrader_backstop(setup) + 600
 
 
 def _result(future, submission: Submission, log_dir: Path) -> Graded | Grade:
     """A job's result; a failure of the grader itself costs that row (status `error`, saying so and how to grade it
-    again, traceback in the logs), never the batch, and never reads as the student's 0."""
+    again, traceback in the logs), never the batch, and never reads as the student's 0; a job given up at the
+    backstop is a `timeout` row."""
     try:
         return future.result()
+    except JobTimedOut as e:
+        return Grade(submission.student, "timeout", message=f"{e}: grade it again with --student {submission.student}")
     except Exception as e:
         import traceback
 

@@ -23,6 +23,7 @@ import nbformat
 
 from specdec_kit import settings
 from specdec_kit.adapters import parse_python
+from specdec_kit.checks.core import WALL_FACTOR
 
 from ..core.nbgrader_course import ASSIGNMENT, nbgrader_env
 from ..core.regular_files import RefusedEntry, read_below
@@ -146,7 +147,7 @@ class NotebookRun:
         record_path = self.log_dir / f"{self.student}.run.json"
         record_path.unlink(missing_ok=True)
         args = ["autograde", ASSIGNMENT, "--student", self.student, "--create", "--force"]
-        limit = self.setup.notebook_seconds + NBGRADER_MARGIN
+        limit = nbgrader_backstop(self.setup)
         limits = sandbox_limits(self.setup.plan, extra_memory_mb=1024)  # a kernel, no verdict's host
         box = Sandbox(f"{self.student}-kernel", self.setup.isolation, limits)
         try:
@@ -169,6 +170,12 @@ class NotebookRun:
             if done.returncode != 0:
                 self.error = _nbgrader_error(done.stdout + done.stderr) or f"exit status {done.returncode}"
         self.record = read_run_record(record_path)
+
+
+def nbgrader_backstop(setup: BatchSetup) -> float:
+    """Seconds on the clock after which nbgrader's whole run is killed: past the notebook's budget's own backstop
+    (its limit is in the kernel's own time, `cell_watch.py`), with a margin for nbgrader itself."""
+    return setup.notebook_seconds * WALL_FACTOR + NBGRADER_MARGIN
 
 
 def space_notes(autograded: nbformat.NotebookNode | None, limits: Limits) -> list[str]:

@@ -5,10 +5,11 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
 
 - `SkipDemoCells` (sanitize stage, before any kernel starts): a code cell tagged "demo" (benchmarks,
   plots: minutes of work, no points) is replaced by a comment, so grading never runs it.
-- `GuardedExecute` (replaces nbgrader's Execute): a wall-clock budget for the whole notebook
-  (`notebook_timeout`) on top of the per-cell `timeout`, and a kernel that dies (os._exit, a segfault,
-  the OOM killer) or ignores the interrupt is reported in its cell instead of raising, which would make
-  nbgrader delete the autograded notebook. Cells after the stop get a "NotRun" error output, so their
+- `GuardedExecute` (replaces nbgrader's Execute): a budget for the whole notebook (`notebook_timeout`) on top of
+  the per-cell `timeout`, both in the kernel's own time (its CPU and its waits on nothing, `cell_watch.py`: a loaded
+  machine does not stretch them; the clock stops a cell at WALL_FACTOR times its limit), and a kernel that dies
+  (os._exit, a segfault, the OOM killer) or ignores the interrupt is reported in its cell instead of raising, which
+  would make nbgrader delete the autograded notebook. Cells after the stop get a "NotRun" error output, so their
   tests score 0 and the rest of nbgrader (SaveAutoGrades) runs as usual. After a cell that ends in a
   MemoryError, the kernel lets go of the tracebacks IPython keeps, so what that cell's frames allocated is
   freed before the next cell (memory the notebook's own variables still hold stays held). The test cells
@@ -20,7 +21,7 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
       cells      number of code cells
       current    {"index", "label"} of the cell running now, null once the run is over
       finished   true once every cell has been run or marked NotRun
-      seconds    time spent running cells so far
+      seconds    time spent running cells so far, on the clock
       died       null, or {"index", "label", "returncode", "cause"} of the cell the kernel died in
       timed_out  null, or {"index", "label", "limit"}: the cell in which the notebook's budget ran out,
                  or whose time limit passed with the kernel not answering the interrupt
@@ -32,6 +33,7 @@ module in its own process, so it needs the `instructor` extra (nbgrader) and is 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import tempfile
@@ -47,9 +49,11 @@ from traitlets import Integer, List, Unicode, default
 
 from specdec_kit import settings
 from specdec_kit.adapters import DEMO_TAG, is_graded_cell, is_test_cell
+from specdec_kit.checks.core import WALL_FACTOR
 
 from ..core.nbgrader_course import import_name, list_setting
 from ..sandbox.kernel import SandboxedKernelManager, sandbox_description
+from .cell_watch import CellWatch, kernel_cpu
 
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
@@ -170,8 +174,9 @@ def death_cause(returncode: int | None) -> str:
 class GuardedExecute(Execute):
     """nbgrader's Execute with a budget for the whole notebook, surviving a kernel that dies or hangs.
 
-    Each cell may run for the smaller of `timeout` and what is left of `notebook_timeout` (nbclient's
-    per-cell limit, so the kernel is interrupted and nbgrader's CellTimeoutError recorded as usual).
+    Each cell may use the smaller of `timeout` and what is left of `notebook_timeout`, in the kernel's own time
+    (`CellWatch`, which interrupts the kernel there, and a CellTimeoutError is recorded as nbclient's would be);
+    nbclient's per-cell limit is the clock's backstop at WALL_FACTOR times that.
     After the budget runs out, the kernel dies, or the kernel ignores an interrupt, every later code cell
     gets a NotRun error output instead of running, and execution ends normally.
     """
@@ -190,6 +195,8 @@ class GuardedExecute(Execute):
 
     run_record: RunRecord | None = None
     _started: float | None = None  # the clock starts with the first cell, not with the kernel's launch
+    _spent = 0.0  # the kernel's own time in the cells run so far (the budget's)
+    _cpu = None  # the kernel's CPU, found once it runs
     _stop_reason: str | None = None  # set once the run stops: the NotRun message of every later cell
 
     @default("record_file")
@@ -200,7 +207,8 @@ class GuardedExecute(Execute):
         if sandbox_description():
             self.kernel_manager_class = SandboxedKernelManager
         self.run_record = RunRecord(self.record_file, cells=sum(map(_is_code, nb.cells)))
-        self._started = self._stop_reason = None
+        self._started = self._stop_reason = self._cpu = None
+        self._spent = 0.0
         self.timeout_func = self._cell_timeout
         self._save()
         nb, resources = super().preprocess(nb, resources, km)
@@ -223,18 +231,28 @@ class GuardedExecute(Execute):
             return cell, resources
         self.run_record.current, self.run_record.seconds = {"index": index, "label": label}, self._elapsed()
         self._save()
-        limit = self._cell_timeout(cell)
-        try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
-        except DeadKernelError:
-            self._kernel_died(cell, index, label)
-        except CellTimeoutError:
-            self._kernel_unresponsive(cell, index, label, limit)
-        else:
-            if any(o.get("ename") == "MemoryError" for o in cell.outputs):
-                self._release_failed_frames(label)
-            if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):  # interrupted, and it answered
-                self.run_record.interrupted.append({"index": index, "label": label, "limit": round(limit or 0, 1)})
+        limit = self._cell_limit()
+        self._cpu = self._cpu or kernel_cpu(self.km)
+        with CellWatch(self.km, self._cpu, limit or math.inf) as watch:
+            try:
+                cell, resources = super().preprocess_cell(cell, resources, index)
+            except DeadKernelError:
+                if watch.killed:
+                    self._kernel_unresponsive(cell, index, label, limit)
+                else:
+                    self._kernel_died(cell, index, label)
+            except CellTimeoutError:
+                self._kernel_unresponsive(cell, index, label, limit)
+            else:
+                if any(o.get("ename") == "MemoryError" for o in cell.outputs):
+                    self._release_failed_frames(label)
+                if watch.fired:
+                    cell.outputs = [o for o in cell.outputs if o.get("ename") != "KeyboardInterrupt"]
+                    cell.outputs.append(_error_output("CellTimeoutError", f"this cell {watch.fired}"))
+                if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):  # interrupted, and it answered
+                    self.run_record.interrupted.append({"index": index, "label": label,
+                                                        "limit": round(limit or 0, 1)})
+        self._spent += watch.meter.used()
         if self._stop_reason is None and self._budget_left() == 0:
             self._stop(index, label, self.notebook_timeout,
                        f"the notebook's time limit of {self.notebook_timeout} s was reached in {_in_cell(label)}")
@@ -246,12 +264,18 @@ class GuardedExecute(Execute):
     def _budget_left(self) -> float | None:
         if self.notebook_timeout <= 0:
             return None
-        return max(0.0, self.notebook_timeout - self._elapsed())
+        return max(0.0, self.notebook_timeout - self._spent)
 
-    def _cell_timeout(self, cell: NotebookNode) -> float | None:
+    def _cell_limit(self) -> float | None:
+        """The kernel's own time the next cell may use (None: no limit)."""
         per_cell = self.timeout if self.timeout and self.timeout > 0 else None  # nbclient: None or <= 0 is no limit
         limits = [t for t in (per_cell, self._budget_left()) if t is not None]
         return max(min(limits), MIN_CELL_TIMEOUT) if limits else None
+
+    def _cell_timeout(self, cell: NotebookNode) -> float | None:
+        """nbclient's limit on the clock: the backstop."""
+        limit = self._cell_limit()
+        return None if limit is None else limit * WALL_FACTOR
 
     def _kernel_died(self, cell: NotebookNode, index: int, label: str) -> None:
         returncode = _kernel_returncode(self.km)

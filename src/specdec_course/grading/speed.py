@@ -56,7 +56,11 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
         with host.box.frozen() if child is kit else contextlib.nullcontext(), \
                 budget.pause() if child is kit else contextlib.nullcontext():
             started = time.perf_counter()
-            events = child.request(request, seconds, hidden=child is student)
+            try:
+                events = child.request(request, seconds, hidden=child is student)
+            finally:
+                if child is student:
+                    budget.charge(child.used)
             seconds = time.perf_counter() - started
         [case] = assemble(events, request, redact=child is student)
         return case, seconds

@@ -90,7 +90,7 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
                     raise ChildFailed(test, kind="Budget", message=out_of_time(plan, test))
                 # each check has its own limit, within what is left of the notebook's budget
                 check(ChildRunner(child, class_name, min(plan.check_seconds, budget.left()), budget.add_wait,
-                                  hidden if phase_hidden else None))
+                                  budget.charge, hidden if phase_hidden else None))
             if timed:
                 verdict.speed = time_speedup(host, cells, plan, timing_threads or threads, before_timing, budget,
                                              hidden)
@@ -145,6 +145,8 @@ def failure_message(error: Exception) -> str:
     if isinstance(error, ChildFailed) and error.kind == "Timeout":
         return (f"{error.method} {error.message}: a loop that never ends (for example a round that emits no "
                 "token, so the decode makes no progress)")
+    if isinstance(error, ChildFailed) and error.kind == "Stalled":
+        return f"{error.method} stopped answering: {error.message}"
     if isinstance(error, ChildFailed) and error.kind == "NoProgress":
         return f"{error.method} made no progress: {error.message}"
     if isinstance(error, ChildFailed):

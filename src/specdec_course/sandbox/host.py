@@ -6,7 +6,7 @@ imported torch, transformers and the student package once (`host_main.py`) and n
     host.close()                    # the sandbox closes: every process of it is gone
 
 The host's control socket carries one byte and the new child's end of its channel per fork; the child's start
-message goes whole over that channel (a multiprocessing Connection: length-prefixed, any size). The host says
+message goes whole over that channel (multiprocessing's framing: length-prefixed, any size; `channel.py`). The host says
 only "ready", each child's pid and each child's exit status, a line each. The kit's own side of the speed test
 (`KIT`) is a host with no sandbox and no submission. A host that does not start, or does not fork, in a sandbox
 freshly emptied is the grader's failure (`GraderFailed`), never the submission's.
@@ -24,12 +24,13 @@ import subprocess
 import sys
 import threading
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 from specdec_kit import settings
 
 from .box import Sandbox
+from .channel import Channel
+from .meter import Clock, process_cpu
 
 HOST_SCRIPT = Path(__file__).with_name("host_main.py")
 MAX_LOG = 16 << 20  # bytes of a host's output kept in its log
@@ -52,7 +53,7 @@ class Host:
         self._exits: dict[int, int] = {}
         self._lock = threading.Lock()
 
-    def fork(self, start: dict) -> tuple[Connection, int]:
+    def fork(self, start: dict) -> tuple[Channel, int]:
         """A new child (`start`: its cells, threads and memory limit): its channel and its pid in the host.
 
         The control socket carries one byte and the child's end of its channel; `start`, of any size up to the
@@ -73,8 +74,16 @@ class Host:
                     continue
                 finally:
                     theirs.close()
-                channel = Connection(ours.detach())
-                channel.send_bytes(json.dumps(start).encode())
+                channel = Channel(ours)
+                try:
+                    channel.send(json.dumps(start).encode(), Clock(HOST_SECONDS))
+                except (OSError, EOFError):
+                    channel.close()
+                    self._stop()
+                    if attempt:
+                        raise GraderFailed("the grading child's host forked a child that did not take its start "
+                                           "message") from None
+                    continue
                 return channel, pid
 
     def exit_status(self, pid: int, wait: float = 2.0) -> int | None:
@@ -85,6 +94,16 @@ class Host:
                 with contextlib.suppress(OSError, ValueError):
                     self._reply(deadline - time.monotonic())
             return self._exits.pop(pid, None)
+
+    def cpu_of(self, pid: int):
+        """What child `pid` (as the host numbers it) uses: its sandbox's CPU where a cgroup counts it, else the
+        child's own (its threads and the children it waited for), as a function of no arguments."""
+        if self.box is not None and self.box.cpu_seconds() is not None:
+            return self.box.cpu_seconds
+        if self.box is None or self.box.isolation != "bwrap":  # the grader's own pid namespace
+            return process_cpu(pid)
+        outer = self.box.outer_pid(pid)
+        return process_cpu(outer) if outer is not None else lambda: 0.0
 
     def kill(self, pid: int) -> None:
         """Kill child `pid` (as the host numbers it) and its process group."""

@@ -3,13 +3,14 @@
 
     server = ModelServer(["scripted", "tiny"])
     child = Child(host, cells, threads, memory_mb, server)   # the child's from_pretrained of server.folders() serve
-    events = server.serve(request, child_connection.send_bytes)   # a child's request: run it, reply, record it
+    events = server.serve(request, send, over)   # a child's request: run it, reply, record it
 
 The forward events the checks judge (how many tokens each call fed, what its cache held, the ids) are the ones
-`serve` returns: the grader's record of what it ran. A request is JSON from the sandbox, checked before use; a
-refused one gets a reply that says why, which the child's code sees as an exception. A request runs within its
-check's deadline, checked before each forward and at every step of a generate, and on the grading job's own copy
-of the models: one submission's requests cost its own time and nobody else's.
+`serve` returns: the grader's record of what it ran. A request is JSON from the sandbox, checked against its
+operation's schema before any work (`model_requests.py`); a refused one gets a reply that says why, which the
+child's code sees as an exception. A request runs within its check's limit (`over`), checked before each forward
+and at every step of a generate, and on the grading job's own copy of the models: one submission's requests cost
+its own time and nobody else's.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import contextlib
 import copy
 import itertools
 import json
-import math
 import threading
-import time
 from collections import OrderedDict
 
 import torch
@@ -30,22 +29,14 @@ from specdec_kit import cache_kwargs, cache_of, zoo
 from specdec_kit.loading import load_model, resolve_pair
 from specdec_kit.timing import ROLES, ForwardRecorder
 
+from .model_requests import MAX_NEW, Refused, check
+from .model_requests import MAX_TOKENS as MAX_TOKENS  # re-exported: callers read the server's bounds here
+
 CHECK_PAIRS = ("scripted", "sampling", "tiny", "tiny-b")  # the pairs the checks load: all but the timing pair
-MAX_ROWS = 1  # the decoders work on batch size 1
-MAX_TOKENS = 2048  # positions fed in one request (the pairs' longest context)
 MAX_HELD = 20_000  # positions the caches kept for one child may hold together (keys and values kept here)
 MAX_CACHES = 256  # caches kept for one child: past either bound, the least recently used are let go
-MAX_NEW = 1024  # new tokens of one generate
-GENERATE_SETTINGS = {"max_new_tokens", "min_new_tokens", "max_length", "do_sample", "eos_token_id", "pad_token_id",
-                     "temperature", "top_p", "top_k", "use_cache", "assistant_model", "num_assistant_tokens",
-                     "num_assistant_tokens_schedule", "assistant_confidence_threshold", "prompt_lookup_num_tokens",
-                     "return_dict_in_generate", "output_scores", "output_logits"}
 
 _jobs = threading.local()  # each grading job's (thread's) own copy of the models: no job waits on another's request
-
-
-class Refused(ValueError):
-    """A request the grader does not run (its reply says why)."""
 
 
 class OutOfTime(Exception):
@@ -98,15 +89,19 @@ def complaints():
 
 
 class _Deadline(StoppingCriteria):
-    """Stops a generate past `deadline` (time.monotonic()), at the step it reaches it."""
+    """Stops a generate once `over()`, at the step it finds it."""
 
-    def __init__(self, deadline: float):
-        self.deadline = deadline
+    def __init__(self, over):
+        self.over = over
 
     def __call__(self, input_ids, scores, **kwargs):
-        if time.monotonic() > self.deadline:
+        if self.over():
             raise OutOfTime("a generate ran past its check's time limit")
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+def _never() -> bool:
+    return False
 
 
 class ModelServer:
@@ -118,7 +113,7 @@ class ModelServer:
         self._lengths: dict[int, int] = {}  # handle -> its cache's length when last measured (_measure)
         self._held = 0  # their sum: a request's room is found without measuring every held cache
         self._handles = itertools.count(1)
-        self._deadline = math.inf  # the request's being served (`serve`)
+        self._over = _never  # whether the request being served (`serve`) ran past its check's limit
         self._last_target, self._sends = None, 0  # see NoProgress
 
     def folders(self) -> dict[str, list[str]]:
@@ -136,12 +131,12 @@ class ModelServer:
         """A new call of the student's code began: its target inputs are counted afresh (NoProgress)."""
         self._last_target, self._sends = None, 0
 
-    def serve(self, request: dict, send, deadline: float = math.inf) -> list[dict]:
-        """Run the child's `request` before `deadline` (time.monotonic(); else OutOfTime), `send` the reply (a JSON
-        header, then any data), return the forward events of what ran. Any other exception is the server's own
-        failure, not the child's."""
+    def serve(self, request: dict, send, over=None) -> list[dict]:
+        """Run the child's `request` while not `over()` (else OutOfTime), `send` the reply (a JSON header, then any
+        data), return the forward events of what ran. Any other exception is the server's own failure, not the
+        child's."""
         events: list[dict] = []
-        self._deadline = deadline
+        self._over = over or _never
         try:
             header, data = self._run(request, events)
         except Refused as e:
@@ -154,35 +149,34 @@ class ModelServer:
         return events
 
     def _run(self, request: dict, events: list[dict]) -> tuple[dict, bytes | None]:
-        op = request.get("op")
+        check(request)  # every field below is of its schema's type, range and size
+        op = request["op"]
         if op == "crop":
-            handle = request.get("cache")
+            handle = request["cache"]
             cache = self._cache(handle)
             try:
                 with complaints():
-                    cache.crop(_integer(request.get("length"), "length"))
+                    cache.crop(request["length"])
             finally:
                 self._measure(handle)
             return {"ok": True, "length": cache.get_seq_length()}, None
         if op == "clone":
-            cache = self._cache(request.get("cache"))
+            cache = self._cache(request["cache"])
             self._room(cache.get_seq_length())
             return {"ok": True, "cache": self._keep(copy.deepcopy(cache)), "length": cache.get_seq_length()}, None
         if op == "forward":
             return self._forward(request, events)
-        if op == "generate":
-            return self._generate(request, events)
-        raise Refused(f"unknown request {op!r}")
+        return self._generate(request, events)
 
     def _model(self, request: dict) -> torch.nn.Module:
-        pair, role = request.get("pair"), request.get("role")
+        pair, role = request["pair"], request["role"]
         if pair not in self.pairs or role not in ROLES:
             raise Refused(f"no model {pair!r} {role!r} is served here")
         return model(pair, role)
 
     def _forward(self, request: dict, events: list[dict]) -> tuple[dict, bytes]:
         net = self._model(request)
-        ids = _ids(request.get("ids"), net.config.vocab_size)
+        ids = _ids(request["ids"], net.config.vocab_size)
         handle = request.get("cache")
         cache = self._cache(handle) if handle is not None else None
         cached = cache.get_seq_length() if cache is not None else 0
@@ -196,8 +190,8 @@ class ModelServer:
         if request.get("cache_position") is not None:
             kwargs["cache_position"] = _ids([request["cache_position"]], positions)[0]
         if request.get("logits_to_keep"):
-            kwargs["logits_to_keep"] = _integer(request["logits_to_keep"], "logits_to_keep")
-        if time.monotonic() > self._deadline:
+            kwargs["logits_to_keep"] = request["logits_to_keep"]
+        if self._over():
             raise OutOfTime("a forward was asked for past its check's time limit")
         try:
             with complaints(), torch.inference_mode():
@@ -219,23 +213,18 @@ class ModelServer:
     def _generate(self, request: dict, events: list[dict]) -> tuple[dict, None]:
         net = self._model(request)
         settings = request.get("settings") or {}
-        if not isinstance(settings, dict) or set(settings) - GENERATE_SETTINGS:
-            raise Refused(f"generate takes, while grading, only {sorted(GENERATE_SETTINGS)}")
-        if settings.get("return_dict_in_generate") or settings.get("output_scores") or settings.get("output_logits"):
-            raise Refused("generate returns the sequences only while grading")
         roles = {request["role"]: net}
         if settings.get("assistant_model") is not None:
-            pair, role = (settings["assistant_model"] + [None, None])[:2]
+            pair, role = settings["assistant_model"]
             settings["assistant_model"] = roles[role] = self._model({"pair": pair, "role": role})
-        ids = _ids(request.get("ids"), net.config.vocab_size)
-        new = _integer(settings.get("max_new_tokens", 20), "max_new_tokens")
-        if not 0 <= new <= MAX_NEW or settings.get("max_length", 0) > ids.shape[1] + MAX_NEW:
+        ids = _ids(request["ids"], net.config.vocab_size)
+        if (settings.get("max_length") or 0) > ids.shape[1] + MAX_NEW:  # against the prompt: the schema cannot
             raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")
         mask = request.get("mask")
         with complaints(), torch.inference_mode(), contextlib.ExitStack() as stack:
             recorders = {role: stack.enter_context(ForwardRecorder(m, record_ids=True)) for role, m in roles.items()}
             sequences = net.generate(ids, attention_mask=_ids(mask, 2) if mask is not None else None,
-                                     stopping_criteria=StoppingCriteriaList([_Deadline(self._deadline)]), **settings)
+                                     stopping_criteria=StoppingCriteriaList([_Deadline(self._over)]), **settings)
         calls = sorted(((role, call) for role, recorder in recorders.items() for call in recorder),
                        key=lambda entry: entry[1].started)
         events += [_event(role, c.new_tokens, c.cached_tokens, list(c.input_ids or ())) for role, c in calls]
@@ -283,22 +272,11 @@ def _event(role: str, new_tokens: int, cached: int, ids: list[int]) -> dict:
     return {"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached, "ids": ids}
 
 
-def _integer(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Refused(f"{name} must be a whole number")
-    return value
-
-
-def _ids(rows, bound: int | None) -> torch.Tensor:
-    """Rows of whole numbers (each in 0..bound - 1 when `bound` is given) as a (batch, n) long tensor."""
-    if (not isinstance(rows, list) or not rows or len(rows) > MAX_ROWS or not all(isinstance(r, list) for r in rows)
-            or len({len(r) for r in rows}) != 1 or not 0 < len(rows[0]) <= MAX_TOKENS):
-        raise Refused(f"ids must be {MAX_ROWS} row(s) of 1 to {MAX_TOKENS} positions (the decoders work on batch "
-                      "size 1)")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for row in rows for v in row):
-        raise Refused("ids must be whole numbers")
+def _ids(rows: list[list[int]], bound: int) -> torch.Tensor:
+    """Rows the schema admitted (whole numbers from 0), each checked to lie below the model's `bound`, as a
+    (batch, n) long tensor."""
     ids = torch.tensor(rows, dtype=torch.long)
-    if bound is not None and (ids.min() < 0 or ids.max() >= bound):
+    if ids.max() >= bound:
         raise Refused(f"values must lie in 0..{bound - 1}")
     return ids
 

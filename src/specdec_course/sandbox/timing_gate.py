@@ -16,18 +16,19 @@ class Quiet:
     speed check takes too) and runs while no check of this process is in flight: parallel grading jobs share the
     machine, and a speed test measured beside another job's checks measures the contention. A check waits while
     a timing runs (its time limit does not count the wait); a timing waits up to `patience` seconds for the
-    checks in flight to finish."""
+    checks in flight to finish. Every wait here is bounded: a timing waits for another at most `checks.TIMING_WAIT`
+    seconds, and a check for the timings at most that too, then goes on."""
 
     def __init__(self, patience: float = 30):
         self._changed = threading.Condition()
-        self._timing, self._checks, self._patience = False, 0, patience
+        self._timings, self._checks, self._patience = 0, 0, patience
 
     @contextlib.contextmanager
     def check(self):
         """Yields the seconds spent waiting for a timing to end."""
         started = time.monotonic()
         with self._changed:
-            self._changed.wait_for(lambda: not self._timing)
+            self._changed.wait_for(lambda: not self._timings, timeout=checks.TIMING_WAIT)
             self._checks += 1
         try:
             yield time.monotonic() - started
@@ -44,14 +45,14 @@ class Quiet:
     @contextlib.contextmanager
     def _timed(self):
         with self._changed:
-            self._changed.wait_for(lambda: not self._timing)
-            self._timing = True
+            self._changed.wait_for(lambda: not self._timings, timeout=checks.TIMING_WAIT)
+            self._timings += 1
             self._changed.wait_for(lambda: self._checks == 0, timeout=self._patience)
         try:
             yield
         finally:
             with self._changed:
-                self._timing = False
+                self._timings -= 1
                 self._changed.notify_all()
 
 

@@ -31,6 +31,7 @@ from .speed import (
     SPEEDUP_PROMPTS,
     SPEEDUP_REPEATS,
     SPEEDUP_TOKENS,
+    TIMING_WAIT,
     check_speedup,
     describe_speed,
     gate_rounds,
@@ -46,7 +47,8 @@ from .steps import K_VALUES, check_correction_and_bonus, check_draft_tokens, che
 
 __all__ = [
     "K_VALUES", "NEAR_TIE", "PROMPTS", "SPEEDUP_K", "SPEEDUP_MIN_RATIO", "SPEEDUP_PROMPTS", "SPEEDUP_REPEATS",
-    "SPEEDUP_TOKENS", "CheckFailed", "LocalRunner", "SamplingCase", "as_runner", "check_adaptive", "check_cache_use",
+    "SPEEDUP_TOKENS", "TIMING_WAIT", "CheckFailed", "LocalRunner", "SamplingCase", "as_runner", "check_adaptive",
+    "check_cache_use",
     "check_correction_and_bonus", "check_counts", "check_draft_tokens", "check_eos_and_budget", "check_exact",
     "check_loading", "check_lookup", "check_same_call_twice", "check_speedup", "check_sampling",
     "check_verify_alignment", "decoded",

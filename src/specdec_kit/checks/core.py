@@ -19,7 +19,10 @@ from ..tracebacks import fold, render
 if TYPE_CHECKING:
     from .outcomes import CaseOutcome
 
-LOCAL_SECONDS = 120  # one probe of a visible check in a notebook; on the tiny pair they take seconds
+LOCAL_SECONDS = 120  # CPU seconds of one probe of a visible check in a notebook; on the tiny pair they take seconds
+# A time limit counts the CPU the code used, so a loaded machine does not stretch it; the clock stops it only at this
+# many times the limit (code that waits on nothing uses no CPU).
+WALL_FACTOR = 10
 
 
 class CheckFailed(AssertionError):
@@ -51,8 +54,9 @@ class LocalRunner:
     """Runs probes on a decoder class in this process (a notebook's test cells); exceptions propagate, set to show
     in IPython with the student's frames only (`tracebacks.fold`).
 
-    Each probe may run for `seconds` (Unix, main thread: a SIGALRM timer; elsewhere without a limit), the
-    offline models' first build not counted; past it, CheckTimeout names the call that had not returned.
+    Each probe may use `seconds` of this process's CPU (Unix, main thread: a SIGPROF timer, with the clock's
+    SIGALRM at WALL_FACTOR times that as a backstop; elsewhere without a limit), the offline models' first build
+    not counted; past it, CheckTimeout names the call that had not returned.
     `ran` counts the cases run, by the probe's kind and pair; `events` holds the last request's events, so that a
     check can read what a failed decode did (its `stuck` event).
     """
@@ -83,23 +87,29 @@ class LocalRunner:
 
 @contextmanager
 def _time_limit(seconds: float, events: list[dict]):
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+    if not hasattr(signal, "SIGPROF") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def expire(signum, frame):
         calls = [e for e in events if e["event"] == "call"]
         call = f"{calls[-1]['method']} ({calls[-1]['args']})" if calls else "the check"
-        raise CheckTimeout(f"{call} had not returned after {seconds:g} s, where correct code takes seconds: "
-                           "look for a loop that never ends (a round that adds no token, a condition never met)")
+        spent = f"used {seconds:g} s of CPU" if signum == signal.SIGPROF else \
+            f"had not returned after {seconds * WALL_FACTOR:g} s"
+        raise CheckTimeout(f"{call} {spent}, where correct code takes seconds: look for a loop that never ends (a "
+                           "round that adds no token, a condition never met)")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    timers = {signal.SIGPROF: (signal.ITIMER_PROF, seconds), signal.SIGALRM: (signal.ITIMER_REAL,
+                                                                               seconds * WALL_FACTOR)}
+    previous = {signum: signal.signal(signum, expire) for signum in timers}
+    for which, limit in timers.values():
+        signal.setitimer(which, limit)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for signum, (which, _) in timers.items():
+            signal.setitimer(which, 0)
+            signal.signal(signum, previous[signum])
 
 
 def as_runner(decoder):

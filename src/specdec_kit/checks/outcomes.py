@@ -6,11 +6,14 @@ The cases are the checks' own list (`request["cases"]`; `load` has one). A probe
 `case` event of index i, in order, whose result has the shape `RESULTS` gives its kind. While grading these events
 come from a process that runs the student's code, which can send anything: a missing, extra, repeated, reordered
 or malformed answer fails the check ("no answer for case N") instead of being skipped, so that no check passes on
-cases it never judged.
+cases it never judged. Why an answer does not count is told in fixed words, with the grader's own case numbers and
+the schema's own names: never a number, string or key the events hold (a case number they claim, where in a list
+an item breaks its rule).
 
-With `redact` (the cases the grader keeps hidden), nothing the student's code wrote comes back as text: an
-exception keeps only its kind (a built-in's name, else "an exception") and the method the grader called, and a
-type or dtype name that is not a common one reads "another type".
+The one text of the student's code that comes back is an exception's: the method it was raised in, its kind, its
+message and its traceback, each cut to a length a page can hold. With `redact` (the cases the grader keeps hidden)
+not even that: an exception keeps only its kind (a built-in's name, else "an exception") and the method the grader
+called, and a type or dtype name that is not a common one reads "another type".
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ KNOWN_TYPES = frozenset({"Tensor", "DecodeResult", "tuple", "list", "dict", "int
                          "ndarray", "generator"})
 KNOWN_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"})
 KIT_EXCEPTIONS = frozenset({"NoProgress", "RemoteError", "ChildFailed"})
+MAX_NAME = 200  # characters of an exception's kind or method shown on a page
+MAX_TEXT = 2000  # characters of an exception's message (or of a call's arguments) shown on a page
+MAX_TRACEBACK = 10_000  # characters of its traceback: its end, where the exception was raised
 
 
 class NoAnswer(CheckFailed):
@@ -110,7 +116,8 @@ def _malformed(kind: str, value: object, table: str) -> str:
     error = next(iter(_validator((table, kind)).iter_errors(value)), None) if isinstance(value, dict) else None
     if error is None:
         return "" if isinstance(value, dict) else "not an object"
-    where = "".join(f"[{p!r}]" for p in error.absolute_path) or "the answer"
+    # keys on the path are the schema's own property names; a list's index is the events' own, so it is not told
+    where = "".join("[*]" if isinstance(p, int) else f"[{p!r}]" for p in error.absolute_path) or "the answer"
     return f"{where} breaks the rule {error.validator!r}"
 
 
@@ -149,7 +156,7 @@ def assemble(events: list[dict], request: dict, redact: bool = False) -> list[Ca
             if index >= wanted:
                 raise _no_answer(wanted - 1, wanted, "more answers came than there are cases")
             if event["index"] != index:
-                raise _no_answer(index, wanted, f"the answer for case {event['index'] + 1} came in its place")
+                raise _no_answer(index, wanted, "its answer came with another case's number")
             problem = _malformed(kind, event["result"], "result")
             if problem:
                 raise _no_answer(index, wanted, f"its answer is malformed: {problem}")
@@ -160,8 +167,9 @@ def assemble(events: list[dict], request: dict, redact: bool = False) -> list[Ca
             if redact:
                 raise ProbeError(METHODS.get(kind, "the notebook's code"), kind=_exception_kind(event["kind"]),
                                  message="")
-            raise ProbeError(event["method"], kind=event["kind"], message=event["message"],
-                             student_traceback=event.get("traceback", ""))
+            raise ProbeError(capped(event["method"], MAX_NAME), kind=capped(event["kind"], MAX_NAME),
+                             message=capped(event["message"], MAX_TEXT),
+                             student_traceback=_last(event.get("traceback", ""), MAX_TRACEBACK))
     if len(cases) < wanted:
         raise _no_answer(len(cases), wanted, "none came")
     return cases
@@ -169,6 +177,15 @@ def assemble(events: list[dict], request: dict, redact: bool = False) -> list[Ca
 
 def _no_answer(index: int, wanted: int, why: str) -> NoAnswer:
     return NoAnswer(f"no answer for case {index + 1} of {wanted}: {why}")
+
+
+def capped(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying so."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _last(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "..." + text[3 - limit:]
 
 
 def _exception_kind(kind: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from specdec_course.core.nbgrader_course import nbgrader_env
 from specdec_course.grading import preprocessors
 from specdec_course.grading.preprocessors import GuardedExecute, SkipDemoCells, autograde_config, read_run_record
+from specdec_kit.checks.core import WALL_FACTOR
 
 NOTEBOOK_TIMEOUT = 8  # seconds for all cells of a notebook: the endless loop is stopped by this
 CELL_TIMEOUT = 60  # longer than the budget, so a stop within it can only come from the budget
@@ -190,14 +190,44 @@ def test_graded_demo_cell_still_runs():
     assert skipped.cells[DEMO].source == preprocessors.DEMO_STUB, "an ungraded demo cell should become the stub"
 
 
-def test_cell_timeout_is_the_smaller_of_cell_and_budget():
+def test_cell_limit_is_the_smaller_of_cell_and_budget_and_the_clock_a_backstop_past_it():
     execute = GuardedExecute(timeout=300, notebook_timeout=600)
-    execute._started = time.monotonic() - 550  # 50 s of the budget left
-    assert execute._cell_timeout(None) == pytest.approx(50, abs=1), "the budget's rest should bound the cell"
+    execute._spent = 550  # 50 s of the budget left
+    assert execute._cell_limit() == pytest.approx(50), "the budget's rest should bound the cell"
+    assert execute._cell_timeout(None) == pytest.approx(50 * WALL_FACTOR), "nbclient's clock: the backstop"
     execute.timeout = 30
-    assert execute._cell_timeout(None) == 30, "a per-cell timeout below the budget's rest should apply"
+    assert execute._cell_limit() == 30, "a per-cell timeout below the budget's rest should apply"
     execute.notebook_timeout = 0
-    assert execute._cell_timeout(None) == 30, "notebook_timeout 0 means no budget"
+    assert execute._cell_limit() == 30, "notebook_timeout 0 means no budget"
+
+
+LOADED_CELL = """import os, subprocess, sys, time
+spin = "import os\\nos.sched_setaffinity(0, {0})\\nwhile True:\\n    pass\\n"
+spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+os.sched_setaffinity(0, {0})
+until = time.thread_time() + 1.5
+while time.thread_time() < until:
+    pass
+for spinner in spinners:
+    spinner.kill()
+done = True
+"""
+
+
+@pytest.mark.slow
+def test_a_cell_on_a_loaded_core_keeps_its_limit_which_the_clock_would_have_cut(tmp_path, monkeypatch):
+    """1.5 s of the kernel's CPU under a limit of 3 s, on a core two spinning processes share (about 4.5 s on the
+    clock): the cell runs to its end; with the limit on the clock, as the kit had it, it is cut off."""
+    notebook = new_notebook(cells=[new_code_cell(LOADED_CELL)], metadata=source_notebook().metadata)
+
+    def run() -> list[str]:
+        execute = GuardedExecute(notebook_timeout=0, timeout=3, record_file=str(tmp_path / "record.json"))
+        executed, _ = execute.preprocess(nbformat.from_dict(notebook), {})
+        return [o.ename for o in executed.cells[0].outputs if o.output_type == "error"]
+
+    assert run() == [], "the loaded cell used half its limit and must run to its end"
+    monkeypatch.setattr(preprocessors, "WALL_FACTOR", 1)  # the limit on the clock alone
+    assert run()[-1:] == ["CellTimeoutError"], "on the clock alone, the same cell runs past its limit"
 
 
 def test_unwritable_record_does_not_stop_grading(tmp_path):

@@ -5,18 +5,19 @@ Example run: python -m pytest tests/course/sandbox/test_child.py -q
 """
 
 import concurrent.futures
-import json
 import time
 
 import pytest
 
 from specdec_course.grading import batch, row
+from specdec_course.sandbox import child as child_module
 from specdec_course.sandbox import host
 from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
 from specdec_course.sandbox.host import GraderFailed, Host
 from specdec_course.sandbox.models import ModelServer
 from specdec_kit import settings
 from specdec_kit.adapters import cells_to_consider
+from specdec_kit.checks.outcomes import MAX_TEXT, capped
 
 from corpora import long_docstrings
 
@@ -120,13 +121,59 @@ def test_a_grader_failure_is_an_error_row_that_says_how_to_grade_again(tmp_path)
 
 @CHILDREN
 def test_each_event_a_child_sends_is_one_message():
-    """The child's events are framed (a length before each): a json object of several megabytes is read whole."""
+    """The child's events are framed (a length before each): a json object of several megabytes is read whole, and
+    the exception text it carries is cut to what a page holds."""
     big = "class Talker:\n    def __init__(self, *args, **kwargs):\n        raise ValueError('x' * (4 << 20))\n"
     child = child_with([("talker", big)])
     try:
         with pytest.raises(Exception) as raised:
             ChildRunner(child, "Talker", seconds=60).run({"kind": "load", "pair": "scripted"})
-        assert len(str(raised.value)) > 4 << 20 and json.dumps(str(raised.value))
+        # read whole (a cut message would not parse), then capped for the page
+        assert raised.value.message == capped("x" * (4 << 20), MAX_TEXT), str(raised.value)[:200]
+    finally:
+        child.close()
+        child.host.close()
+
+
+HALF_MESSAGE = """class Half:
+    def __init__(self, *args, **kwargs):
+        import time
+        from specdec_kit import remote
+        remote._channel._send(b"\\x00\\x01\\x00\\x00{")  # announces 64 KB, sends one byte
+        time.sleep(3600)
+"""
+UNREAD_REPLY = """class Deaf:
+    def __init__(self, *args, **kwargs):
+        import json, time
+        from specdec_kit import remote
+        remote._channel.send_bytes(json.dumps({"event": "model", "op": "forward", "pair": "tiny", "role": "target",
+                                               "ids": [[1] * 512], "cache": None}).encode())
+        time.sleep(3600)  # never reads the logits, megabytes past the socket's buffer
+"""
+NEVER_STARTS = """class Stuck:
+    import time
+    time.sleep(3600)
+"""
+
+
+@CHILDREN
+@pytest.mark.parametrize(("cells", "class_name", "words"), [
+    ([("half", HALF_MESSAGE)], "Half", "the grading child sent part of a message, then waited"),
+    ([("deaf", UNREAD_REPLY)], "Deaf", "the grading child read part of the grader's message, then waited"),
+    ([("stuck", NEVER_STARTS)], "Stuck", "the grading child sent nothing, then waited"),
+], ids=["half_message", "unread_reply", "never_starts"])
+def test_a_child_that_stalls_fails_its_request_and_never_blocks_the_grader(cells, class_name, words, monkeypatch):
+    """Half a message then silence, a large reply never read, definitions that never end: each costs the request
+    that waited, its time spent waiting on nothing, in words that say what the child left undone."""
+    monkeypatch.setattr(child_module, "LOAD_SECONDS", 3)
+    child = Child(Host(None), cells, threads=settings.test_threads(), models=ModelServer(["tiny"]))
+    try:
+        started = time.monotonic()
+        with pytest.raises(ChildFailed) as failed:
+            ChildRunner(child, class_name, seconds=3).run({"kind": "load", "pair": "scripted"})
+        assert failed.value.kind == "Stalled" and words in failed.value.message, failed.value.message
+        assert "waiting on nothing" in failed.value.message, failed.value.message
+        assert time.monotonic() - started < 60, "the grader waited for the child past its limit"
     finally:
         child.close()
         child.host.close()

@@ -110,15 +110,15 @@ LARGEST = {"op": "generate", "pair": "tiny", "role": "target", "ids": [[5] * MAX
 
 def test_a_request_stops_at_the_deadline_of_the_check_that_asked():
     """The largest generate the caps allow (2,048 positions, 1,024 new tokens, no cache: most of an hour on a CPU)
-    stops at the step that passes its check's deadline; a forward asked for past it does not run."""
+    stops at the step that finds its check's limit passed; a forward asked for past it does not run."""
     server = ModelServer(["tiny"])
     started = time.monotonic()
     with pytest.raises(OutOfTime):
-        server.serve(LARGEST, lambda message: None, deadline=started + 2)
+        server.serve(LARGEST, lambda message: None, over=lambda: time.monotonic() > started + 2)
     assert time.monotonic() - started < 15, f"stopped after {time.monotonic() - started:.0f} s"
     forward = {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]], "cache": None}
     with pytest.raises(OutOfTime):
-        server.serve(forward, lambda message: None, deadline=time.monotonic() - 1)
+        server.serve(forward, lambda message: None, over=lambda: True)
 
 
 def test_one_call_sending_the_target_one_input_more_than_repeats_times_in_a_row_is_no_progress():
@@ -163,7 +163,8 @@ def test_no_job_waits_on_another_jobs_request():
     busy, forward = ModelServer(["tiny"]), {"op": "forward", "pair": "tiny", "role": "target", "ids": [[1, 2, 3]],
                                             "cache": None}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        hog = pool.submit(busy.serve, LARGEST, lambda message: None, time.monotonic() + 20)
+        until = time.monotonic() + 20
+        hog = pool.submit(busy.serve, LARGEST, lambda message: None, lambda: time.monotonic() > until)
         time.sleep(2)  # the generate is running
         started = time.monotonic()
         pool.submit(ModelServer(["tiny"]).serve, forward, lambda message: None).result()
