@@ -236,13 +236,16 @@ CATALOGUE = [
     {
         "name": "slow_rounds",
         "kind": "bug",
-        "description": "correct, with working caches, but each round then waits as long as its target forward took "
-                       "(CPU time): a stand-in for work that no check sees",
+        "description": "correct, with working caches, but each round then computes, busy on the CPU, for as long "
+                       "as its target forward took: a stand-in for work that no check sees, slow in CPU as a real "
+                       "slow decoder is, so a loaded machine stretches it as it stretches the baseline",
         "edits": [(TARGET_FORWARD,
                    "        import time\n"
                    "        started = time.process_time()\n"
                    + TARGET_FORWARD +
-                   "        time.sleep(time.process_time() - started)\n")],
+                   "        until = 2 * time.process_time() - started\n"
+                   "        while time.process_time() < until:\n"
+                   "            pass\n")],
         "fails": ["test_speedup"],
         "message": "the speed of HF assisted generation",
     },
