@@ -15,6 +15,8 @@ import inspect
 import json
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks import LocalRunner
 from specdec_kit.checks.answers import ANSWERS_FILE, FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
@@ -44,7 +46,7 @@ def render_answers(solution: Path, autograder_dir: Path) -> str:
                if "answers" in inspect.signature(checks[0]).parameters]
     classes = load_decoder_classes(solution, tuple(dict.fromkeys(name for name, _ in visible)))
     recorder = Recorder()
-    for class_name, check in visible:
+    for class_name, check in tqdm(visible, desc="the visible checks' answers", unit="check"):  # on stderr
         check(LocalRunner(classes[class_name]), answers=recorder)
     for question in EXACT_QUESTIONS:  # asked only where a test cell draws a decode of check_exact that failed
         recorder.exact_rounds(*question)

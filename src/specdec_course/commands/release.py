@@ -40,16 +40,27 @@ def run(args: argparse.Namespace) -> int:
         return export(solution, autograder, Path(args.student_repo), config, check=args.check, out_dir=out_dir)
     if args.check:
         return 0 if current(solution, out_dir, autograder, config) else 1
-    print(f"wrote {release.release(solution, out_dir, config)} and {answers.write_answers(solution, autograder)}")
+    step("the student notebook, with nbgrader")
+    notebook = release.release(solution, out_dir, config)
+    step("the visible checks' answers, from the solution")
+    print(f"wrote {notebook} and {answers.write_answers(solution, autograder)}")
     return 0
+
+
+def step(what: str) -> None:
+    """A line on stderr as each step starts: a release takes minutes (docs/benchmarks.md)."""
+    print(f"release: {what}", file=sys.stderr, flush=True)
 
 
 def current(solution: Path, out_dir: Path, autograder: Path, config) -> bool:
     """Whether the committed release notebook and answers equal a fresh release's, saying which are stale."""
     from ..authoring import answers, release
 
+    step("checking the student notebook against a fresh one")
+    notebook_fresh = release.is_current(solution, out_dir, config)
+    step("checking the visible checks' answers against the solution's")
     stale = [str(path) for path, fresh in (
-        (out_dir / release.NOTEBOOK, release.is_current(solution, out_dir, config)),
+        (out_dir / release.NOTEBOOK, notebook_fresh),
         (answers.ANSWERS_FILE, answers.answers_current(solution, autograder))) if not fresh]
     if stale:
         print(f"{' and '.join(stale)} stale: run specdec-course release", file=sys.stderr)
@@ -68,7 +79,9 @@ def export(solution: Path, autograder: Path, dest: Path, config, check: bool, ou
     if check and not current(solution, out_dir, autograder, config):
         return 1
     with tempfile.TemporaryDirectory() as scratch:
+        step("the student notebook, with nbgrader")
         notebook = release.release(solution, Path(scratch), config)
+        step("the student tree and its answers")
         tree = release.export_student_tree(Path("."), notebook, dest, release.student_readme(config),
                                            answers.render_answers(solution, autograder))
     print(f"exported the student repository to {tree}, {'created' if created else 'updated in place'} (checked: no "

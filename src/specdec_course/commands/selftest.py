@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from specdec_kit.cli import add_command
@@ -17,22 +18,31 @@ def register(commands) -> None:
                           options.no_sandbox])
     parser.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
     parser.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
+    parser.add_argument("--load", type=int, default=0, metavar="N",
+                        help="grade with N other autograde runs of the solved release going on the same machine, to "
+                             "show that a loaded machine changes no row (docs/benchmarks.md)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from ..selftest.load import loaded
     from ..selftest.selftest import run_selftest
 
     options.check_grading(args)
-    outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), Path(args.workdir),
-                            timeout=args.timeout, only=args.only, jobs=args.jobs, sandboxed=args.sandboxed)
+    workdir = Path(args.workdir)
+    with loaded(args.load, Path(args.solution).resolve(), Path(args.autograder).resolve(), workdir.parent /
+                f"{workdir.name}-load"):
+        outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), workdir,
+                                timeout=args.timeout, only=args.only, jobs=args.jobs, sandboxed=args.sandboxed)
+        load = os.getloadavg()[0]
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
         print(table.rename(columns={"name": "submission", "named_by": "tests that named it",
                                     "vs_hf_assisted": "speed"})
               .to_string(index=False, na_rep="-", formatters={"seconds": "{:.0f}".format, "speed": "{:.2f}x".format}))
     print(f"{int(table.ok.sum())}/{len(table)} submissions graded as expected; "
-          f"median {table.seconds.median():.0f} s per submission")
+          f"median {table.seconds.median():.0f} s per submission; the machine's load at the end {load:.1f} "
+          f"({os.cpu_count()} cores{f', {args.load} other batches' if args.load else ''})")
     return 0 if table.ok.all() else 1
