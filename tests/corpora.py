@@ -702,6 +702,39 @@ def compiled_models() -> nbformat.NotebookNode:
     return edited(parts_solved(), LOADED, COMPILED)
 
 
+# Grading children that stop answering in one edge case: half a message then silence, a model's reply never read, a
+# stall inside the timed section (its prompts end in the six digits the grader draws). Each costs the check that
+# waited, in words that say what the child left undone, and never the batch. Only in a grading child (the notebook's
+# own run has no channel).
+HALF_MESSAGE = """        from specdec_kit import remote
+        if max_tokens == 1 and remote._channel is not None:
+            import time
+            remote._channel._send(b"\\x00\\x01\\x00\\x00{")  # announces 64 KB, sends one byte
+            time.sleep(3600)
+"""
+UNREAD_REPLY = """        from specdec_kit import remote
+        if max_tokens == 1 and remote._channel is not None:
+            import json, time
+            remote._channel.send_bytes(json.dumps({"event": "model", "op": "forward", "pair": "tiny",
+                                                   "role": "target", "ids": [[1] * 512], "cache": None}).encode())
+            time.sleep(3600)  # the logits, megabytes, never read
+"""
+STALL_WHEN_TIMED = """        import re
+        from specdec_kit import remote
+        if re.search(r" [0-9]{6}$", prompt) and remote._channel is not None:
+            import time
+            remote._channel._send(b"\\x00\\x01\\x00\\x00{")
+            time.sleep(3600)
+"""
+STALLS = [
+    Case("half_message", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HALF_MESSAGE),
+         Expected(loses=("test_eos_and_budget",), message="sent part of a message, then waited")),
+    Case("unread_reply", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + UNREAD_REPLY),
+         Expected(loses=("test_eos_and_budget",), message="read part of the grader's message, then waited")),
+    Case("stall_in_timing", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE + "\n" + STALL_WHEN_TIMED),
+         Expected(loses=("test_speedup",), message="sent part of a message, then waited")),
+]
+
 # What students do that grading must handle: hand decoding to a library (flagged for a person), stall only when
 # graded, compile their models (full marks and a feedback page, not one withheld for torch's warnings).
 STUDENTS = [

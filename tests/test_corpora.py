@@ -25,6 +25,7 @@ from corpora import (
     NOT_FILES,
     PLOT_WIDTH,
     READER_MARKER,
+    STALLS,
     STUDENTS,
     TAMPERS,
     TWINS,
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.slow
 LIMITS = {"notebook_seconds": 360, "cell_seconds": 60, "check_seconds": 60}
 PLAN_TESTS = tuple(load_plan(REPO / "autograder").tests)
 REFERENCE = Case("blank_reference", blank)  # the honest blank release, what every tamper is measured against
-CASES = [*BROKEN, *NOT_FILES, *STUDENTS, *TAMPERS, REFERENCE]
+CASES = [*BROKEN, *NOT_FILES, *STALLS, *STUDENTS, *TAMPERS, REFERENCE]
 
 
 @pytest.fixture(scope="module")
