@@ -720,10 +720,11 @@ UNREAD_REPLY = """        from specdec_kit import remote
             time.sleep(3600)  # the logits, megabytes, never read
 """
 STALL_WHEN_TIMED = """        import re
-        from specdec_kit import remote
-        if re.search(r" [0-9]{6}$", prompt) and remote._channel is not None:
-            import time
-            remote._channel._send(b"\\x00\\x01\\x00\\x00{")
+        if re.search(r" [0-9]{6}$", prompt):  # the timing child serves no models: its channel is found, not given
+            import gc, time
+            from multiprocessing.connection import Connection
+            for channel in [o for o in gc.get_objects() if isinstance(o, Connection)]:
+                channel._send(b"\\x00\\x01\\x00\\x00{")
             time.sleep(3600)
 """
 STALLS = [
