@@ -63,6 +63,7 @@ class Child:
         """Send `request` and return its events (through `done`), or raise ChildFailed once it has used `seconds`
         (`Meter`). A `hidden` request's failure names the method the grader called, not the call the child
         announced (whose words are the student's code's)."""
+        self.used = 0.0  # a child that fails to start fails before this request's meter
         if self._conn is None:
             self._start()
         if self.models is not None:

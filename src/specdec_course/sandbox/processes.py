@@ -165,7 +165,22 @@ def attach_cgroup(dirs: dict[str, str]) -> Cgroup | Cgroup2 | None:
     return (Cgroup2 if V2 in dirs else Cgroup).attach({k: Path(v) for k, v in dirs.items()})
 
 
-class Cgroup:
+class _Folders:
+    """A sandbox's cgroup by its folders (`dirs`), as made here or by another process of the grader (`attach`)."""
+
+    dirs: dict[str, Path]
+
+    @classmethod
+    def attach(cls, dirs: dict[str, Path]):
+        cgroup = cls.__new__(cls)
+        cgroup.dirs = dirs
+        return cgroup
+
+    def __bool__(self) -> bool:
+        return bool(self.dirs)
+
+
+class Cgroup(_Folders):
     """cgroup v1 memory, pids, freezer and cpuacct groups of one sandbox (`Hierarchy.places` / name)."""
 
     version = V1
@@ -183,15 +198,6 @@ class Cgroup:
         except OSError:
             self.remove()
             raise
-
-    @classmethod
-    def attach(cls, dirs: dict[str, Path]) -> Cgroup:
-        cgroup = cls.__new__(cls)
-        cgroup.dirs = dirs
-        return cgroup
-
-    def __bool__(self) -> bool:
-        return bool(self.dirs)
 
     def procs_files(self) -> list[str]:
         """The files a process writes its pid into to join every group of the sandbox (enter.py)."""
@@ -234,7 +240,7 @@ class Cgroup:
         return (self.dirs[controller] / name).read_text().strip()
 
 
-class Cgroup2:
+class Cgroup2(_Folders):
     """A cgroup v2 leaf of one sandbox (`Hierarchy.places[V2]` / name), with Cgroup's interface."""
 
     version = V2
@@ -252,18 +258,9 @@ class Cgroup2:
             self.remove()
             raise
 
-    @classmethod
-    def attach(cls, dirs: dict[str, Path]) -> Cgroup2:
-        cgroup = cls.__new__(cls)
-        cgroup.dirs = dirs
-        return cgroup
-
     @property
     def folder(self) -> Path:
         return self.dirs[V2]
-
-    def __bool__(self) -> bool:
-        return bool(self.dirs)
 
     def procs_files(self) -> list[str]:
         return [str(self.folder / "cgroup.procs")]

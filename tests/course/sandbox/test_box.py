@@ -84,15 +84,17 @@ except OSError:
     assert "no network" in out, f"the sandbox reached the network:\n{out}"
 
 
-SPACE_PROBE = """
-import os, sys
-home = os.environ["HOME"]
+ATTEMPT = """
 def attempt(what, act):
     try:
         act()
         print(what, "written", flush=True)
     except OSError as e:
-        print(what, "refused", e.errno, flush=True)
+        print(what, "refused", e.errno, e.strerror, flush=True)
+"""
+SPACE_PROBE = ATTEMPT + """
+import os, sys
+home = os.environ["HOME"]
 def fill(path, megabytes):
     with open(path, "wb") as f:
         for _ in range(megabytes):
@@ -136,14 +138,8 @@ def test_a_sandbox_writes_within_its_space_and_never_on_the_graders_disk(tmp_pat
     assert written < 32 << 20, f"the disk lost {written >> 20} MB while the sandbox tried to write 3 x 64 MB"
 
 
-SHM_PROBE = """
+SHM_PROBE = ATTEMPT + """
 import os
-def attempt(what, act):
-    try:
-        act()
-        print(what, "written", flush=True)
-    except OSError as e:
-        print(what, "refused", e.strerror, flush=True)
 open(os.path.join(os.environ["HOME"], "half"), "wb").write(bytes(5 << 20))
 attempt("bytes", lambda: open("/dev/shm/big", "wb").write(bytes(5 << 20)))
 os.remove("/dev/shm/big")
@@ -162,7 +158,7 @@ def test_dev_shm_is_inside_the_space_caps():
         box.close()
     assert out.returncode == 0, f"the probe ran to its end:\n{out.stdout}\n{out.stderr}"
     for what in ("bytes", "files"):
-        assert f"{what} refused No space left on device" in out.stdout, \
+        assert f"{what} refused 28 No space left on device" in out.stdout, \
             f"{what}: /dev/shm past the scratch caps is refused:\n{out.stdout}"
 
 
