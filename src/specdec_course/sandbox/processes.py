@@ -342,8 +342,23 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def thaw_cgroups_of(pids: list[int]) -> None:
+    """Thaw the cgroups `pids` are in: a grader killed while it timed leaves its sandbox frozen, and a frozen process
+    cannot die."""
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                folder = path.lstrip("/")
+                if controllers == "freezer":
+                    (CGROUPS / "freezer" / folder / "freezer.state").write_text("THAWED")
+                elif controllers == "" and (CGROUPS / folder / "cgroup.freeze").exists():
+                    (CGROUPS / folder / "cgroup.freeze").write_text("0")
+
+
 def kill_uid(uid: int) -> None:
     """Every process of `uid` killed by a process of that uid (kill(-1) reaches exactly those), until none is left."""
+    thaw_cgroups_of(pids_of_uid(uid))
     deadline = time.monotonic() + 10
     spec = {"cgroups": [], "rlimits": {}, "stage": None, "binds": [], "scratch": None, "uid": uid, "groups": [],
             "argv": None}

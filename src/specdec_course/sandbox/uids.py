@@ -50,15 +50,34 @@ def take() -> Lease:
     """The first uid of `uid_range()` that no live sandbox holds, held until `give` (or this process's end)."""
     _lock_folder()
     for uid in uid_range():
-        fd = os.open(LOCKS / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return Lease(uid, fd)
+        lease = hold(uid)
+        if lease is not None:
+            return lease
     raise UidError(f"all {COUNT} sandbox uids from {uid_range()[0]} are held by live sandboxes on this machine: "
                    "grade with fewer --jobs, or wait for another grader to finish")
+
+
+def hold(uid: int) -> Lease | None:
+    """`uid`, held until `give`, if no live sandbox holds it (call `_lock_folder` first)."""
+    fd = os.open(LOCKS / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return Lease(uid, fd)
+
+
+def unheld() -> list[int]:
+    """The uids of the range that no live sandbox holds now."""
+    _lock_folder()
+    free = []
+    for uid in uid_range():
+        lease = hold(uid)
+        if lease is not None:
+            free.append(uid)
+            give(lease)
+    return free
 
 
 def give(lease: Lease) -> None:

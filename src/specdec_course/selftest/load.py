@@ -18,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..sandbox import uids
+from ..sandbox.processes import kill_uid, pids_of_uid
 from .catalogue import Entry, make_submission
 
 
@@ -42,3 +44,6 @@ def loaded(batches: int, solution: Path, autograder: Path, workdir: Path):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        for uid in uids.unheld():  # a batch killed outright leaves its sandboxes' processes: gone too
+            if pids_of_uid(uid):
+                kill_uid(uid)

@@ -414,3 +414,35 @@ def test_a_crashed_graders_uids_are_freed_and_its_leftovers_killed():
     finally:
         for box in boxes:
             box.close()
+
+
+@requires_root
+def test_the_uids_no_live_sandbox_holds_are_told_apart_from_held_ones():
+    """`uids.unheld` (what `selftest --load` sweeps after its batches are killed) never names a uid a sandbox holds."""
+    from specdec_course.sandbox import uids
+
+    lease = uids.take()
+    try:
+        assert lease.uid not in uids.unheld(), f"uid {lease.uid} is held by this test's lease"
+    finally:
+        uids.give(lease)
+    assert lease.uid in uids.unheld(), f"uid {lease.uid} is free once given back"
+
+
+@requires_bwrap
+def test_what_a_grader_killed_while_timing_left_frozen_is_killed_with_its_uid():
+    """A grader killed while its sandbox was frozen (the speed test freezes it) leaves frozen processes, which no
+    signal reaches until thawed: the cleanup of that uid thaws them first."""
+    from specdec_course.sandbox.processes import kill_uid, pids_of_uid
+
+    box = Sandbox("test-frozen-left", "bwrap", Limits())
+    try:
+        box.popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        deadline = time.monotonic() + 30
+        while not box.pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        box.cgroup.freeze()
+        kill_uid(box.uid)
+        assert not pids_of_uid(box.uid), f"frozen processes of uid {box.uid} outlived its cleanup"
+    finally:
+        box.close()
