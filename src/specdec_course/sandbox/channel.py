@@ -44,9 +44,6 @@ class Channel:
         sock.setblocking(False)
         self._sock, self._buffer = sock, bytearray()
 
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
     def send(self, data: bytes, meter) -> None:
         """Send `data` whole; Stalled once `meter` runs out with the child not reading, EOFError if it is gone."""
         view = memoryview(frame(data))

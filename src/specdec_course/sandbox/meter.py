@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 from specdec_kit.checks.core import WALL_FACTOR
 
+from .processes import stat_fields
+
 IDLE_SHARE = 0.01  # of one core: a sleeping child's threads use about 0.01 % (seen: 70 us of CPU a second)
 WINDOW = 1.0  # seconds: idleness is judged over stretches at least this long
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -36,8 +38,8 @@ def process_cpu(pid: int) -> Callable[[], float]:
 
     def cpu() -> float:
         try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
+            fields = stat_fields(pid)
+        except (OSError, IndexError):
             return last[0]
         last[0] = max(last[0], sum(int(f) for f in fields[11:15]) / TICKS)  # utime stime cutime cstime
         return last[0]

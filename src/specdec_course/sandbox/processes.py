@@ -338,8 +338,13 @@ def pids_of_uid(uid: int) -> list[int]:
     return pids
 
 
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command's name (which may hold spaces): the state first."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return stat_fields(pid)[0] != "Z"
 
 
 def thaw_cgroups_of(pids: list[int]) -> None:
