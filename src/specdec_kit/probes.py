@@ -15,8 +15,9 @@ notebook in the same process, while grading in another process than the probe (`
 out of the student's reach.
 
 Kinds of probe (`request["kind"]`):
-- `load`: construct the class; report each model's mode, dtype and pad token; then construct it with
-  a draft whose tokenizer differs from the target's and report whether that was refused.
+- `load`: construct the class; run each model it kept on its tokenizer's ids of a text, unpadded and padded (the
+  forwards show the model, its mode, dtype and the padding); then construct it with a draft whose tokenizer differs
+  from the target's and report whether that was refused.
 - `draft`: `generate_draft_tokens(prefix, k)` per case `[prefix ids, k]`, `repeat` times each.
 - `verify`: `verify_tokens_vectorized(prefix, drafts)` per case `[prefix ids, draft ids]`; reports what came back
   (a triple's tokens, n_accepted and next_token's shape, or the type and length of anything else).
@@ -145,18 +146,35 @@ def _construct(request: dict, decoder_class: type, emit: Emit):
     return decoder
 
 
+LOAD_TEXT = "Hello, world"  # what the load probe has each tokenizer encode and each model run
+LOAD_PADDING = 3  # pad tokens it then asks for past that text: only a tokenizer with a pad token gives them
+
+
 def probe_load(request: dict, decoder_class: type, emit: Emit) -> None:
+    """Construct the class, then run each kept model on its tokenizer's ids of LOAD_TEXT, unpadded and padded: what
+    is judged is those forwards (while grading, as the grader served them: the model asked for, its mode and dtype,
+    the ids and their padding), not a word of this process's about its objects."""
     decoder = _construct(request, decoder_class, emit)
-    roles = {}
-    for role in ROLES:
-        model, tokenizer = getattr(decoder, f"{role}_model", None), getattr(decoder, f"{role}_tokenizer", None)
-        present = model is not None and tokenizer is not None
-        roles[role] = {"present": present,
-                       "training": bool(getattr(model, "training", False)) if present else None,
-                       "pad": getattr(tokenizer, "pad_token", None) is not None if present else None,
-                       "dtype": str(getattr(model, "dtype", "")).removeprefix("torch.") if present else None}
-    emit({"event": "case", "index": 0, "result": {"roles": roles, "mismatch": _mismatched_vocab(request, decoder,
-                                                                                                decoder_class, emit)}})
+    with Observer(decoder, emit, record_ids=True):
+        for role in ROLES:
+            model, tokenizer = getattr(decoder, f"{role}_model", None), getattr(decoder, f"{role}_tokenizer", None)
+            if model is not None and tokenizer is not None:
+                _run_on_text(model, tokenizer)
+    emit({"event": "case", "index": 0, "result": {"mismatch": _mismatched_vocab(request, decoder, decoder_class,
+                                                                                emit)}})
+
+
+def _run_on_text(model, tokenizer) -> None:
+    """`model` on `tokenizer`'s ids of LOAD_TEXT, then padded. Whatever fails here (a tokenizer without a pad token
+    refuses to pad) leaves its forward unmade, which the check reads."""
+    try:
+        length = len(tokenizer(LOAD_TEXT).input_ids)
+        for padding in ({}, {"padding": "max_length", "max_length": length + LOAD_PADDING}):
+            batch = tokenizer(LOAD_TEXT, return_tensors="pt", **padding)
+            with torch.inference_mode():
+                model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    except Exception:
+        return
 
 
 def _mismatched_vocab(request: dict, decoder, decoder_class: type, emit: Emit) -> str:

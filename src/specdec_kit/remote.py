@@ -22,6 +22,7 @@ import os
 import torch
 
 from .cache import cache_kwargs, passed_cache
+from .timing import dtype_name
 
 WEIGHT_FILES = ("*.safetensors", "*.bin")  # what a served folder's copy leaves out: the weights stay the grader's
 _channel = None  # the child's Connection to the grader
@@ -174,7 +175,8 @@ class RemoteModel(torch.nn.Module):
                    "position_ids": _rows(position_ids, "position_ids"),
                    "cache_position": cache_position.tolist() if isinstance(cache_position, torch.Tensor) else None,
                    "logits_to_keep": int(logits_to_keep) if isinstance(logits_to_keep, int) else 0,
-                   "cache": past.handle if past is not None else None}
+                   "cache": past.handle if past is not None else None,
+                   "training": self.training, "dtype": dtype_name(self.dtype)}  # how the model is asked to run
         header, data = _ask(request)
         logits = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(header["shape"]).to(self.dtype)
         cache = None

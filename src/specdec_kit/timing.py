@@ -54,6 +54,9 @@ class ForwardCall:
     seconds: float  # wall time of the call
     started: float = 0.0  # perf_counter at the call's start: orders the calls of two recorders
     input_ids: tuple[int, ...] | None = None  # the ids fed (first row), when the recorder was asked for them
+    padding: int = 0  # positions its attention mask left out (counted with the ids)
+    training: bool | None = None  # the model's mode, and its dtype's name, when the call was made
+    dtype: str | None = None
 
 
 class ForwardRecorder(list):
@@ -93,6 +96,14 @@ class ForwardRecorder(list):
             torch.cuda.synchronize()
         new_tokens, cached, ids, start = self._pending
         self.append(ForwardCall(new_tokens, cached, time.perf_counter() - start, start, ids))
+
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")  # the dtypes a forward is named by; any other is "other"
+
+
+def dtype_name(dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    return name if name in DTYPES else "other"
 
 
 def describe_call(args: tuple, kwargs: dict, record_ids: bool = False) -> tuple[int, int, tuple[int, ...] | None]:
@@ -290,8 +301,11 @@ class Observer:
                     raise NoProgress(no_progress_message(self._target_forwards, self._max_tokens,
                                                          describe_rounds(self._rounds), self.verdict()))
             new_tokens, cached, ids = describe_call(args, kwargs, self._record_ids)
+            mask = kwargs.get("attention_mask")
+            padding = int((mask == 0).sum()) if self._record_ids and isinstance(mask, torch.Tensor) else 0
             self._emit({"event": "forward", "role": role, "new_tokens": new_tokens, "cached_tokens": cached,
-                        "ids": list(ids) if ids is not None else None})
+                        "ids": list(ids) if ids is not None else None, "padding": padding,
+                        "training": module.training, "dtype": dtype_name(getattr(module, "dtype", None))})
         return hook
 
     def _on_embedding(self, role: str):

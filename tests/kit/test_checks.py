@@ -2,6 +2,7 @@
 cache replay finds a stale entry. (Each known bug is named by its checks in tests/course/selftest/test_catalogue.py.)
 """
 
+import re
 import signal
 import time
 
@@ -54,6 +55,28 @@ def test_hidden_cases_differ_from_the_visible_ones(notebook, hidden, check):
         "the hidden EOS and budget cases should start elsewhere in the script than the visible ones"
     )
     getattr(hidden, check.__name__)(notebook.SpeculativeDecoder)
+
+
+@pytest.mark.slow
+def test_loading_is_judged_by_the_forwards_the_models_made(notebook):
+    """test_loading reads the load probe's forwards, not the decoder's word: a draft moved to fp16 after loading is
+    named by the dtype its forward ran in, and a tokenizer whose pad token is removed after loading by the padded
+    forward that never came."""
+    class HalfDraft(notebook.SpeculativeDecoder):
+        def initialize_draft_model(self, model_name):
+            model, tokenizer = super().initialize_draft_model(model_name)
+            return model.half(), tokenizer
+
+    class NoPad(notebook.SpeculativeDecoder):
+        def initialize_target_model(self, model_name):
+            model, tokenizer = super().initialize_target_model(model_name)
+            tokenizer.pad_token = None
+            return model, tokenizer
+
+    for decoder, words in ((HalfDraft, "the draft model should be float32 (fp16 is for CUDA), got float16"),
+                           (NoPad, "the target tokenizer has no pad token")):
+        with pytest.raises(checks.CheckFailed, match=re.escape(words)):
+            checks.check_loading(decoder)
 
 
 def test_hidden_speedup_ratio_comes_from_the_config(hidden):

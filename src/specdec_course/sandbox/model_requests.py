@@ -16,6 +16,8 @@ import math
 import reprlib
 from functools import cache
 
+from specdec_kit.timing import DTYPES
+
 MAX_ROWS = 1  # the decoders work on batch size 1
 MAX_TOKENS = 2048  # positions fed in one request (the pairs' longest context)
 MAX_NEW = 1024  # new tokens of one generate
@@ -97,7 +99,9 @@ OPERATIONS = {  # op -> (its fields, those it needs)
                                     f"1 to {MAX_TOKENS} positions from 0 to {MAX_NUMBER} or None is needed"),
                  "logits_to_keep": _integer(0, MAX_TOKENS, nullable=True),
                  "cache": ({"type": ["integer", "null"]},
-                           "the handle of a cache a forward returned, or None, is needed")},
+                           "the handle of a cache a forward returned, or None, is needed"),
+                 "training": FLAG, "dtype": ({"enum": [*DTYPES, "other", None]},
+                                             f"one of {', '.join(DTYPES)}, 'other' or None is needed")},
                 ["pair", "role", "ids"]),
     "generate": ({**MODEL, "settings": ({"type": ["object", "null"], "additionalProperties": False,
                                         "properties": {name: rule for name, (rule, _) in SETTINGS.items()}},

@@ -50,6 +50,7 @@ class NoProgress(Exception):
     nothing sends it until the check's limit. The check fails at once rather than at that limit."""
 
 
+DELEGATING = ("assistant_model", "prompt_lookup_num_tokens")  # generate's settings that make it speculative decoding
 REPEATS = 8  # a correct call may send one input a few times in a row (a warm-up, a second look at a round)
 
 
@@ -115,6 +116,7 @@ class ModelServer:
         self._handles = itertools.count(1)
         self._over = _never  # whether the request being served (`serve`) ran past its check's limit
         self._last_target, self._sends = None, 0  # see NoProgress
+        self.delegated = 0  # generates it ran with HF's speculative decoding (an assistant model, prompt lookup)
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
@@ -199,7 +201,9 @@ class ModelServer:
         finally:  # the model may have grown the cache before it raised
             if cache is not None:
                 self._measure(handle)
-        events.append(_event(request["role"], ids.shape[1], cached, ids[0].tolist()))
+        events.append({**_event(request["role"], ids.shape[1], cached, ids[0].tolist()),
+                       "padding": int((kwargs["attention_mask"] == 0).sum()) if "attention_mask" in kwargs else 0,
+                       "training": request.get("training"), "dtype": request.get("dtype")})
         if request["role"] == "target":
             self._progressed((cached, events[-1]["ids"]))
         kept = cache_of(out)
@@ -217,6 +221,7 @@ class ModelServer:
         if settings.get("assistant_model") is not None:
             pair, role = settings["assistant_model"]
             settings["assistant_model"] = roles[role] = self._model({"pair": pair, "role": role})
+        self.delegated += any(settings.get(name) is not None for name in DELEGATING)
         ids = _ids(request["ids"], net.config.vocab_size)
         if (settings.get("max_length") or 0) > ids.shape[1] + MAX_NEW:  # against the prompt: the schema cannot
             raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")

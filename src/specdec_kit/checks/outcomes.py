@@ -13,7 +13,7 @@ an item breaks its rule).
 The one text of the student's code that comes back is an exception's: the method it was raised in, its kind, its
 message and its traceback, each cut to a length a page can hold. With `redact` (the cases the grader keeps hidden)
 not even that: an exception keeps only its kind (a built-in's name, else "an exception") and the method the grader
-called, and a type or dtype name that is not a common one reads "another type".
+called, and a type name that is not a common one reads "another type".
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from ..probes import ProbeError
-from ..timing import ROLES, ForwardCall
+from ..timing import DTYPES, ROLES, ForwardCall
 from .core import CheckFailed
 
 MAX_ITEMS = 1 << 20  # numbers in one list of an answer (a token list, the samples)
@@ -31,7 +31,6 @@ METHODS = {"load": "__init__", "draft": "generate_draft_tokens", "verify": "veri
            "decode": "speculative_decode", "sample": "speculative_sample"}  # what each kind of probe calls
 KNOWN_TYPES = frozenset({"Tensor", "DecodeResult", "tuple", "list", "dict", "int", "float", "bool", "str", "NoneType",
                          "ndarray", "generator"})
-KNOWN_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"})
 KIT_EXCEPTIONS = frozenset({"NoProgress", "RemoteError", "ChildFailed"})
 MAX_NAME = 200  # characters of an exception's kind or method shown on a page
 MAX_TEXT = 2000  # characters of an exception's message (or of a call's arguments) shown on a page
@@ -62,18 +61,13 @@ NAME = {"type": "string", "maxLength": 200}
 NUMBERS = {"type": ["array", "null"], "maxItems": MAX_ITEMS, "items": {"type": ["number", "boolean"]}}
 INTEGERS = {"type": ["array", "null"], "maxItems": MAX_ITEMS, "items": {"type": "integer"}}
 SHAPE = {"type": "array", "maxItems": 16, "items": {"type": "integer", "minimum": 0}}
-ROLE = {"type": "object", "required": ["present", "training", "pad", "dtype"],
-        "properties": {"present": {"type": "boolean"}, "training": {"type": ["boolean", "null"]},
-                       "pad": {"type": ["boolean", "null"]}, "dtype": {"type": ["string", "null"], "maxLength": 64}}}
 DECODED = {"required": ["type"], "properties": {"type": NAME},
            "if": {"properties": {"type": {"const": "DecodeResult"}}},
            "then": {"required": ["token_ids", "proposed", "accepted"],
                     "properties": {"token_ids": INTEGERS, "proposed": INTEGERS, "accepted": INTEGERS}}}
 RESULTS = {
-    "load": {"required": ["roles", "mismatch"],
-             "properties": {"roles": {"type": "object", "required": list(ROLES), "additionalProperties": False,
-                                      "properties": dict.fromkeys(ROLES, ROLE)},
-                            "mismatch": {"type": "string", "pattern": "^(not tried|accepted|refused: .{1,200})$"}}},
+    "load": {"required": ["mismatch"],
+             "properties": {"mismatch": {"type": "string", "pattern": "^(not tried|accepted|refused: .{1,200})$"}}},
     "draft": {"required": ["type", "shape", "tokens", "repeats"],
               "properties": {"type": NAME, "shape": {"anyOf": [SHAPE, {"type": "null"}]}, "tokens": NUMBERS,
                              "repeats": {"type": "array", "maxItems": 64, "items": NUMBERS}}},
@@ -98,7 +92,9 @@ EVENTS = {
                              "traceback": {"type": "string"}}},
     "forward": {"required": ["role", "new_tokens", "cached_tokens"],
                 "properties": {"role": {"enum": list(ROLES)}, "new_tokens": {"type": "integer", "minimum": 0},
-                               "cached_tokens": {"type": "integer", "minimum": 0}, "ids": INTEGERS}},
+                               "cached_tokens": {"type": "integer", "minimum": 0}, "ids": INTEGERS,
+                               "padding": {"type": "integer", "minimum": 0}, "training": {"type": ["boolean", "null"]},
+                               "dtype": {"enum": [*DTYPES, "other", None]}}},
     "embedding": {"required": ["role"], "properties": {"role": {"enum": list(ROLES)}}},
 }
 
@@ -148,7 +144,8 @@ def assemble(events: list[dict], request: dict, redact: bool = False) -> list[Ca
         if name == "forward":
             ids = tuple(event["ids"]) if event.get("ids") is not None else None
             forwards[event["role"]].append(ForwardCall(event["new_tokens"], event["cached_tokens"], 0.0,
-                                                       float(position), ids))
+                                                       float(position), ids, event.get("padding", 0),
+                                                       event.get("training"), event.get("dtype")))
         elif name == "embedding":
             embeddings[event["role"]] += 1
         elif name == "case":
@@ -194,7 +191,7 @@ def _exception_kind(kind: str) -> str:
 
 
 def _redacted(result: dict) -> dict:
-    """`result` with every name the student's code chose (a type's, a dtype's, an exception's) read as a common one
+    """`result` with every name the student's code chose (a type's, an exception's) read as a common one
     or as "another type"."""
     out = dict(result)
     for key in ("type", "next_shape"):
@@ -202,8 +199,4 @@ def _redacted(result: dict) -> dict:
             out[key] = "another type"
     if isinstance(out.get("mismatch"), str) and out["mismatch"].startswith("refused: "):
         out["mismatch"] = "refused: " + _exception_kind(out["mismatch"].removeprefix("refused: "))
-    if isinstance(out.get("roles"), dict):
-        out["roles"] = {role: {**info, "dtype": info["dtype"] if info.get("dtype") in KNOWN_DTYPES or
-                               info.get("dtype") is None else "another dtype"}
-                        for role, info in out["roles"].items()}
     return out

@@ -12,7 +12,9 @@ oracle while grading).
 from __future__ import annotations
 
 from .. import zoo
-from ..baseline import first_difference
+from ..baseline import first_difference, zoo_tokenizer
+from ..probes import LOAD_PADDING, LOAD_TEXT
+from ..timing import ROLES
 from .answers import answers_or_recorded
 from .core import CheckFailed, as_runner, require, require_seen_forwards
 
@@ -24,18 +26,29 @@ K_VALUES = (1, 2, 4, 7)
 
 
 def check_loading(decoder, pair: str = "tiny") -> None:
+    """Judged from the load probe's forwards (while grading, the grader's own record of the forwards it served):
+    each model kept, run on its tokenizer's ids of LOAD_TEXT, in eval mode and fp32, and padded when asked."""
     [case] = as_runner(decoder).run({"kind": "load", "pair": pair})
-    for role, info in case.result["roles"].items():
-        require(info["present"],
-                f"the decoder must keep self.{role}_model and self.{role}_tokenizer from initialize_{role}_model")
-        require(not info["training"], f"the {role} model is in training mode: call .eval() after loading it")
-        require(info["pad"],
+    text = list(zoo_tokenizer(pair)(LOAD_TEXT).input_ids)
+    for role in ROLES:
+        calls = case.forwards[role]
+        plain = [c for c in calls if c.input_ids is not None and list(c.input_ids) == text and not c.padding]
+        require(plain, f"the decoder must keep self.{role}_model and self.{role}_tokenizer from "
+                       f"initialize_{role}_model (no forward of self.{role}_model on its tokenizer's ids was seen)")
+        require(plain[0].training is False, f"the {role} model is in training mode: call .eval() after loading it")
+        require(plain[0].dtype == "float32",
+                f"on the CPU the {role} model should be float32 (fp16 is for CUDA), got {plain[0].dtype}")
+        require(any(c.padding == LOAD_PADDING and c.input_ids is not None and _holds(c.input_ids, text)
+                    for c in calls),
                 f"the {role} tokenizer has no pad token (Pythia's has none): set it, e.g. to the EOS token")
-        require(info["dtype"] == "float32",
-                f"on the CPU the {role} model should be float32 (fp16 is for CUDA), got {info['dtype']}")
     require(case.result["mismatch"] != "accepted",
             "a draft whose tokenizer differs from the target's was accepted: compare the two vocabularies in "
             "__init__ and raise a ValueError that names both models")
+
+
+def _holds(ids: tuple[int, ...], text: list[int]) -> bool:
+    """`ids` is `text` with LOAD_PADDING pad tokens on one side."""
+    return len(ids) == len(text) + LOAD_PADDING and text in (list(ids[:len(text)]), list(ids[LOAD_PADDING:]))
 
 
 # ---------------------------------------------------------------------------------------------
