@@ -18,6 +18,7 @@ import socket
 import struct
 
 TICK = 1.0  # seconds between looks at the meter while the child is silent
+LOOK_EVERY = 256  # messages taken between looks at the meter while the child keeps sending (a flood)
 
 
 class Stalled(OSError):
@@ -43,6 +44,8 @@ class Channel:
     def __init__(self, sock: socket.socket):
         sock.setblocking(False)
         self._sock, self._buffer = sock, bytearray()
+        self._start = 0  # where the buffer's next message begins: taking one moves it, not the bytes after it
+        self._taken = 0
 
     def send(self, data: bytes, meter) -> None:
         """Send `data` whole; Stalled once `meter` runs out with the child not reading, EOFError if it is gone."""
@@ -62,11 +65,14 @@ class Channel:
             meter.active()
 
     def recv(self, meter, max_bytes: int) -> bytes:
-        """The next whole message: Stalled once `meter` runs out first, TooLong past `max_bytes`, EOFError when the
-        child closed its end."""
+        """The next whole message: Stalled once `meter` runs out first (also while messages keep coming), TooLong past
+        `max_bytes`, EOFError when the child closed its end."""
+        self._taken += 1
+        if self._taken % LOOK_EVERY == 0 and meter.left() <= 0:
+            raise Stalled(partial=False)
         while (message := self._take(max_bytes)) is None:
             if (left := meter.left()) <= 0:
-                raise Stalled(partial=bool(self._buffer))
+                raise Stalled(partial=len(self._buffer) > self._start)
             if not select.select([self._sock], [], [], min(left, TICK))[0]:
                 continue
             try:
@@ -86,17 +92,22 @@ class Channel:
 
     def _take(self, max_bytes: int) -> bytes | None:
         """A whole message off the front of the buffer, if one is there."""
-        if len(self._buffer) < 4:
-            return None
-        [size], start = struct.unpack_from("!i", self._buffer), 4
+        buffer, at = self._buffer, self._start
+        if len(buffer) - at < 4:
+            return self._compact()
+        [size], start = struct.unpack_from("!i", buffer, at), at + 4
         if size == -1:
-            if len(self._buffer) < 12:
-                return None
-            [size], start = struct.unpack_from("!Q", self._buffer, 4), 12
+            if len(buffer) - at < 12:
+                return self._compact()
+            [size], start = struct.unpack_from("!Q", buffer, at + 4), at + 12
         if size < 0 or size > max_bytes:
             raise TooLong(f"a message of {size} bytes, more than the {max_bytes} taken")
-        if len(self._buffer) < start + size:
-            return None
-        message = bytes(self._buffer[start:start + size])
-        del self._buffer[:start + size]
-        return message
+        if len(buffer) < start + size:
+            return self._compact()
+        self._start = start + size
+        return bytes(buffer[start:start + size])
+
+    def _compact(self) -> None:
+        """Drop the messages taken, once no whole one is left (a megabyte of tiny messages is read in one pass)."""
+        del self._buffer[:self._start]
+        self._start = 0

@@ -33,6 +33,7 @@ from .models import ModelServer, NoProgress, OutOfTime
 from .timing_gate import QUIET
 
 MAX_MESSAGE = 16 << 20  # bytes: a larger message from a child is refused, not read
+MAX_EVENTS = 100_000  # a child's events kept for one request (a check's cases send hundreds): more is a flood
 MAX_CODE = 16 << 20  # bytes of a notebook's code the grader hands a child (grading.batch refuses more, with a row)
 LOAD_SECONDS = 120  # CPU seconds of running a submission's definitions (imports included)
 
@@ -86,7 +87,8 @@ class Child:
         if loaded is None:
             raise ChildFailed("loading the notebook's code", kind="ChildFailed",
                               message="the child sent no word after loading the notebook's code")
-        self.load_problems, self.classes = _strings(loaded.get("problems")), _strings(loaded.get("classes"))
+        self.load_problems = _strings(loaded.get("problems"), MAX_TEXT)
+        self.classes = _strings(loaded.get("classes"), MAX_NAME)
 
     def _send(self, message: dict, meter: Meter, named: str | None, call: dict | None = None) -> None:
         try:
@@ -109,7 +111,11 @@ class Child:
             except Stalled as e:
                 self.close()
                 raise _stopped(named, call, meter, e, reading=False) from None
-            except (EOFError, OSError, ValueError) as e:
+            except ValueError:  # not JSON, or a number past what Python reads: the child broke the protocol
+                self.close()
+                raise ChildFailed(_named(named, call), kind="Malformed",
+                                  message="the grading child sent a message that is not JSON") from None
+            except (EOFError, OSError) as e:
                 died = isinstance(e, EOFError)
                 code = self.host.exit_status(self._pid) if died else None
                 self.close()
@@ -126,6 +132,10 @@ class Child:
             events.append(event)
             if event["event"] in ("done", "loaded"):
                 return events
+            if len(events) > MAX_EVENTS:
+                self.close()
+                raise ChildFailed(_named(named, call), kind="Flood",
+                                  message=f"the grading child sent more than {MAX_EVENTS:,} messages for one request")
 
     def _serve(self, request: dict, named: str | None, call: dict | None, meter: Meter) -> list[dict]:
         """Run the child's model request here, within the request's `meter` (this thread's CPU counted as the
@@ -177,8 +187,12 @@ def _stopped(named: str | None, call: dict | None, meter: Meter, stall: Stalled,
                        f"{meter.why()}")
 
 
-def _strings(value) -> list[str]:
-    return [str(item) for item in value] if isinstance(value, list) else []
+MAX_LISTED = 64  # items of a child's lists (its classes, its load problems) the grader reads
+
+
+def _strings(value, length: int) -> list[str]:
+    """The child's list, as many items and each as long as a page can hold (`outcomes.capped`)."""
+    return [capped(str(item), length) for item in value[:MAX_LISTED]] if isinstance(value, list) else []
 
 
 def _named(named: str | None, call: dict | None) -> str:

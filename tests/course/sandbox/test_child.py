@@ -156,6 +156,57 @@ NEVER_STARTS = """class Stuck:
 """
 
 
+FLOODS = """class Flood:
+    def __init__(self, *args, **kwargs):
+        from specdec_kit import remote
+        while True:
+            remote._channel.send_bytes(b'{"event": "%s", "method": "m", "role": "target"}')
+"""
+
+
+@CHILDREN
+@pytest.mark.parametrize(("event", "kind", "words"), [
+    ("call", "Flood", "messages for one request"),  # each kept: bounded in number
+    ("forward", "Timeout", "did not return within 3 s"),  # each dropped: bounded by the child's time
+])
+def test_a_child_that_floods_tiny_messages_fails_its_request_in_bounded_time_and_memory(event, kind, words,
+                                                                                        monkeypatch):
+    """A child that sends small messages without end: the grader looks at the request's limit between messages,
+    not only while the channel is silent, and keeps a bounded number of them."""
+    child = Child(Host(None), [("flood", FLOODS % event)], threads=settings.test_threads(),
+                  models=ModelServer(["tiny"]))
+    try:
+        started = time.monotonic()
+        with pytest.raises(ChildFailed) as failed:
+            ChildRunner(child, "Flood", seconds=3).run({"kind": "load", "pair": "scripted"})
+        assert failed.value.kind == kind and words in failed.value.message, failed.value.message
+        assert time.monotonic() - started < 60, "the grader read the flood past its limit"
+    finally:
+        child.close()
+        child.host.close()
+
+
+NOT_JSON = """class NotJson:
+    def __init__(self, *args, **kwargs):
+        from specdec_kit import remote
+        remote._channel.send_bytes(b'{"event": "case", "index": ' + b"9" * 5000 + b"}")  # past Python's digits
+"""
+
+
+@CHILDREN
+def test_a_message_that_is_not_json_fails_its_request_as_the_childs():
+    """A message the grader cannot read as JSON (here an integer past the digits Python reads) is the child's broken
+    protocol, named so, not a process that died."""
+    child = Child(Host(None), [("not_json", NOT_JSON)], threads=settings.test_threads(), models=ModelServer(["tiny"]))
+    try:
+        with pytest.raises(ChildFailed) as failed:
+            ChildRunner(child, "NotJson", seconds=30).run({"kind": "load", "pair": "scripted"})
+        assert failed.value.kind == "Malformed" and "not JSON" in failed.value.message, failed.value.message
+    finally:
+        child.close()
+        child.host.close()
+
+
 @CHILDREN
 @pytest.mark.parametrize(("cells", "class_name", "words"), [
     ([("half", HALF_MESSAGE)], "Half", "the grading child sent part of a message, then waited"),
