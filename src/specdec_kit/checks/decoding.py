@@ -33,9 +33,10 @@ EXACT_QUESTIONS = tuple(("tiny", prompt, k, EXACT_TOKENS) for prompt in PROMPTS 
 
 
 def how_tokens_differ(got: list[int], expected: list[int]) -> str:
-    """Too many tokens, too few, or where they part: the words a student can act on."""
+    """Too many tokens, too few, or where they part: the words a student can act on. Every count it names is at most
+    target greedy's length (the grader's own), never how many more the student's code returned."""
     if len(got) > len(expected) and got[:len(expected)] == expected:
-        return (f"too many tokens: {len(got)} new tokens where target greedy stops after {len(expected)} (the "
+        return (f"too many tokens: more than the {len(expected)} new tokens after which target greedy stops (the "
                 f"budget, or an EOS); the extra ones begin {got[len(expected):len(expected) + 3]}")
     if len(got) < len(expected) and expected[:len(got)] == got:
         return (f"too few tokens: the decode stopped after {len(got)} new tokens where target greedy gives "
@@ -222,7 +223,8 @@ def check_eos_and_budget(decoder, cases: list[tuple[int, int, int, str]] | None 
                     + eos_and_budget_advice(got.token_ids, expected.token_ids))
     got = decoded(outcomes[-1], "a prompt that holds EOS")
     require(len(got.token_ids) == 10, "an EOS inside the prompt must not stop decoding; only a generated EOS does "
-                                      f"(max_tokens=10, got {len(got.token_ids)} tokens: {got.token_ids})")
+                                      f"(max_tokens=10, got {'more' if len(got.token_ids) > 10 else 'fewer'} "
+                                      f"tokens: {got.token_ids})")
 
 
 def eos_and_budget_advice(got: list[int], expected: list[int]) -> str:
