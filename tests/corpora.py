@@ -43,7 +43,7 @@ class Expected:
 
     status: str = "graded"
     loses: tuple[str, ...] = ()  # auto-graded tests scored 0; every other one must get full points
-    message: str = ""
+    message: str = ""  # in the row's message or in a test's verdict (the autograded notebook's)
     targets: tuple[str, ...] = ()  # tampers: the tests they try to win, which must score 0 like the blank's
     marker: bool = False  # tampers: the marker must show in the kernel's output or the grading child's log
     flag: str = ""  # words the row's flags for a person must hold
@@ -367,6 +367,19 @@ PATCH_CLOCK = f"""        import time as _time
         _torch.cuda.synchronize = lambda *args, **kwargs: None
         {marker("patch_clock")}
 """
+# Only the timed runs (their prompts end in the six digits the grader draws) handed to HF's assisted generation, its
+# keywords built at run time so that the scan of the code flags nothing; every other call makes the decoder's own slow
+# rounds.
+TIMED_DELEGATION = f"""        import re
+        if re.search(r" [0-9]{{6}}$", prompt):
+            {marker("timed_delegation")}
+            encoded = self.target_tokenizer(prompt, return_tensors="pt")
+            assisted = {{"assistant" + "_model": self.draft_model, "num_assistant" + "_tokens": num_speculative_tokens}}
+            out = self.target_model.generate(**encoded, **assisted, do_sample=False, max_new_tokens=max_tokens)
+            tokens = out[0, encoded.input_ids.shape[1]:].tolist()
+            return DecodeResult(text=self.target_tokenizer.decode(tokens), token_ids=tokens, proposed=[len(tokens)],
+                                accepted=[len(tokens)])
+"""
 HIDE_FORWARDS = f"""        if type(self) is SpeculativeDecoder:  # only the uncached class's forwards vanish
             for module in self.target_model.modules():
                 module._forward_hooks.clear()
@@ -506,6 +519,51 @@ LEAK_INPUTS = f"""class LeakInputs:
     for _cls in (SpeculativeDecoder, CachedSpeculativeDecoder):
         _cls.speculative_decode = _leaky(_cls.__dict__["speculative_decode"])
 """
+# The load probe replaced in the verdict's child (its class bodies run there) by one that constructs nothing and answers
+# as a loaded decoder would: a well-formed answer (the mismatched draft refused, the old report of each model's mode,
+# dtype and pad token) after forward events of both models on the load text, in eval mode, fp32, then padded. The
+# forwards judged are the ones the grader served, so the blank release's stubs lose test_loading as before.
+FORGE_LOAD = f"""class ForgedLoad:
+    {marker("forged_load_report")}
+    from specdec_kit import probes as _probes
+
+    def _forged(request, decoder_class, emit, probes=_probes):
+        from transformers import AutoTokenizer
+        text = list(AutoTokenizer.from_pretrained(probes.pair_dirs(request["pair"])[0])(probes.LOAD_TEXT).input_ids)
+        for role in ("target", "draft"):
+            for ids, padding in ((text, 0), (text + [0] * probes.LOAD_PADDING, probes.LOAD_PADDING)):
+                emit({{"event": "forward", "role": role, "new_tokens": len(ids), "cached_tokens": 0, "ids": ids,
+                      "padding": padding, "training": False, "dtype": "float32"}})
+        report = {{"present": True, "training": False, "pad": True, "dtype": "float32"}}
+        emit({{"event": "case", "index": 0, "result": {{"mismatch": "refused: ValueError",
+                                                      "roles": {{"target": report, "draft": report}}}}}})
+
+    _probes.PROBES["load"] = _forged
+"""
+# A decoder that decodes correctly and whose decode probe (replaced in the verdict's child) answers a prompt no visible
+# check gave (a hidden check's, a timed one, as LEAK_INPUTS decides) with the prompt's bytes packed into the case's
+# number: the answer is refused as another case's, in words that never show that number.
+INDEX_LEAK = f"""class IndexLeak:
+    {marker("index_leak")}
+    from specdec_kit import checks as _checks, probes as _probes
+    from specdec_kit.prompts import load_prompts as _load
+    _known = set(_checks.PROMPTS) | {{p.text for p in _load()}}
+
+    def _packing(run, known=_known):
+        def probe(request, decoder_class, emit):
+            cases = request.get("cases", [])
+
+            def packed(event):
+                if event.get("event") == "case":
+                    prompt = cases[event["index"]][0]
+                    if len(prompt) > 30 and prompt not in known:
+                        event = {{**event, "index": int.from_bytes(prompt.encode(), "big")}}
+                emit(event)
+            run(request, decoder_class, packed)
+        return probe
+
+    _probes.PROBES["decode"] = _packing(_probes.PROBES["decode"])
+"""
 # The largest requests the grader's model server takes, again and again, where it serves the models (the kernel runs
 # its own copies): the check that meets them ends at its time limit, and no other job waits on them.
 HOG = f"""        if type(self.target_model).__name__ == "RemoteModel" and max_tokens == 1:
@@ -616,6 +674,13 @@ TAMPERS = [
                                        CACHED_DECODE.replace("        self.reset_caches()",
                                                              PATCH_CLOCK + "        self.reset_caches()")),
          Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
+    # The timed runs handed to HF's assisted generation on the grader's models, unseen by the scan: the grader's model
+    # server counts the generate, and test_speedup says so.
+    Case("timed_delegation", lambda: edited(catalogue_entry("slow_rounds"), CACHED_DECODE,
+                                            CACHED_DECODE.replace("        self.reset_caches()",
+                                                                  TIMED_DELEGATION + "        self.reset_caches()")),
+         Expected(loses=("test_speedup",), message="handed its work to HF's speculative decoding",
+                  targets=("test_speedup",), marker=True)),
     # A wasteful decoder (a second target forward per rejection) that hides its forwards, then one that forges them:
     # the grader counts what it ran.
     Case("hide_forwards", lambda: edited(catalogue_entry("extra_target_forward"), SPECULATIVE_DECODE,
@@ -648,8 +713,17 @@ TAMPERS = [
     Case("exit_after_pass", lambda: with_cell(blank(), EXIT_AFTER_PASS, after="test_counts"),
          Expected("kernel_died", AUTO, "exited with status 0", targets=AUTO, marker=True)),
     Case("vacuous", on_blank(VACUOUS), Expected(loses=AUTO, targets=AUTO, marker=True)),
+    # A forged load answer on the blank release: it passes the notebook's own test_loading (the kernel trusts its
+    # probe), and grading, which judges the forwards the grader served, fails it as the blank's.
+    Case("forged_load_report", on_blank(FORGE_LOAD),
+         Expected(loses=AUTO, message="test_loading: the notebook's own run passed its visible check",
+                  targets=("test_loading",), marker=True)),
     Case("timed_table", timed_table, Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
     Case("leak_inputs", lambda: with_cell(parts_solved(), LEAK_INPUTS, after="cached_speculative_decoder"),
+         Expected(loses=("test_exact", "test_cached_exact", "test_speedup"), marker=True)),
+    # Hidden and timed prompts packed into the answers' case numbers: those cases go unanswered and no page, row or
+    # record shows the number (tests/test_corpora.py checks).
+    Case("index_leak", lambda: with_cell(parts_solved(), INDEX_LEAK, after="cached_speculative_decoder"),
          Expected(loses=("test_exact", "test_cached_exact", "test_speedup"), marker=True)),
     Case("largest_requests", lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HOG),
          Expected(loses=("test_eos_and_budget",), message="did not return within", marker=True)),
@@ -657,7 +731,7 @@ TAMPERS = [
 
 
 # Delegation: the cached decoder hands its decoding to transformers' assisted generation. The scan flags the line for a
-# person; the grader's models refuse a generate with an assistant, so its checks fail.
+# person; the forwards the grader runs for that generate are not a cached decoder's rounds, so its checks fail.
 DELEGATE = f"""        {marker("delegates")}
         encoded = self.target_tokenizer(prompt, return_tensors="pt")
         out = self.target_model.generate(**encoded, assistant_model=self.draft_model, do_sample=False,
@@ -703,9 +777,9 @@ def compiled_models() -> nbformat.NotebookNode:
 
 
 # Grading children that stop answering in one edge case: half a message then silence, a model's reply never read, a
-# stall inside the timed section (its prompts end in the six digits the grader draws). Each costs the check that
-# waited, in words that say what the child left undone, and never the batch. Only in a grading child (the notebook's
-# own run has no channel).
+# stall inside the timed section (its prompts end in the six digits the grader draws), a flood of small messages
+# there, definitions that never end in the speed test's child. Each costs the check that waited, in words that say
+# what the child left undone, and never the batch. Only in a grading child (the notebook's own run has no channel).
 HALF_MESSAGE = """        from specdec_kit import remote
         if max_tokens == 1 and remote._channel is not None:
             import time
@@ -720,12 +794,28 @@ UNREAD_REPLY = """        from specdec_kit import remote
             time.sleep(3600)  # the logits, megabytes, never read
 """
 STALL_WHEN_TIMED = """        import re
-        if re.search(r" [0-9]{6}$", prompt):  # the timing child serves no models: its channel is found, not given
+        if re.search(r" [0-9]{6}$", prompt):  # its channel found, not taken from the kit, as a reader of the kit would
             import gc, time
             from multiprocessing.connection import Connection
             for channel in [o for o in gc.get_objects() if isinstance(o, Connection)]:
                 channel._send(b"\\x00\\x01\\x00\\x00{")
             time.sleep(3600)
+"""
+FLOOD_WHEN_TIMED = """        import re
+        if re.search(r" [0-9]{6}$", prompt):
+            import gc
+            from multiprocessing.connection import Connection
+            for channel in [o for o in gc.get_objects() if isinstance(o, Connection)]:
+                while True:
+                    channel.send_bytes(b'{"event": "call", "method": "flood"}')
+"""
+# Definitions that never end in the speed test's child alone (the one child the timing pair is served to).
+NEVER_STARTS_WHEN_TIMED = """class NeverStarts:
+    from specdec_kit import remote as _remote
+    for _path in _remote._folders:
+        if "synthetic-small" in _path:
+            import time as _time
+            _time.sleep(3600)
 """
 STALLS = [
     Case("half_message", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HALF_MESSAGE),
@@ -734,10 +824,22 @@ STALLS = [
          Expected(loses=("test_eos_and_budget",), message="read part of the grader's message, then waited")),
     Case("stall_in_timing", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE + "\n" + STALL_WHEN_TIMED),
          Expected(loses=("test_speedup",), message="sent part of a message, then waited")),
+    Case("flood_in_timing", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE + "\n" + FLOOD_WHEN_TIMED),
+         Expected(loses=("test_speedup",), message="messages for one request")),
+    Case("never_starts_in_timing", lambda: with_cell(solved(), NEVER_STARTS_WHEN_TIMED, after="imports"),
+         Expected(loses=("test_speedup",), message="sent nothing, then waited")),
 ]
 
+# A request the grader's model server refuses (a generate whose max_length is not a number), made in one edge case and
+# not caught: the ValueError the child gets fails that check alone, the row stays graded, and the visible case's verdict
+# gives the refusal's words (a hidden case's would give only the exception's kind).
+MALFORMED_REQUEST = """        if max_tokens == 1 and type(self.target_model).__name__ == "RemoteModel":
+            self.target_model.generate(torch.tensor([[1]]), max_length="x")
+"""
+
 # What students do that grading must handle: hand decoding to a library (flagged for a person), stall only when
-# graded, compile their models (full marks and a feedback page, not one withheld for torch's warnings).
+# graded, compile their models (full marks and a feedback page, not one withheld for torch's warnings), send the
+# grader's models a request they refuse (that check lost, with the refusal's words).
 STUDENTS = [
     Case("delegates", lambda: edited(parts_solved(), CACHED_DECODE, CACHED_DECODE.replace("        self.reset_caches()",
                                                                                     DELEGATE)),
@@ -745,6 +847,8 @@ STUDENTS = [
     Case("sleeps_when_graded", lambda: with_cell(first_class(), SLEEP_WHEN_GRADED, after="test_counts"),
          Expected("timeout", CACHED, "stopped a cell at its time limit and went on: cell", marker=True)),
     Case("compiled_models", compiled_models),
+    Case("malformed_request", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + MALFORMED_REQUEST),
+         Expected(loses=("test_eos_and_budget",), message="generate got max_length")),
     Case("long_docstrings", long_docstrings),
     Case("fills_space", fills_space,
          Expected(loses=AUTO, message="ran out of its sandbox's space in cell", marker=True)),

@@ -81,8 +81,9 @@ def test_row_is_as_expected(graded, case):
     assert row["status"] == expected.status, f"{case.name}: status {row['status']!r} ({row['message']})"
     assert lost(row) == set(expected.loses), f"{case.name}: lost {sorted(lost(row))}, expected " \
                                              f"{sorted(expected.loses)}; message: {row['message']}"
-    assert expected.message in row["message"] + " ".join(row.get(t, "") for t in AUTO), \
-        f"{case.name}: the message must say {expected.message!r}; got {row['message']!r}"
+    verdict = "" if expected.message in row["message"] else " ".join(verdicts(out, case.name).values())
+    assert expected.message in row["message"] + verdict, f"{case.name}: the row's message or a test's verdict must " \
+        f"say {expected.message!r}; got {row['message']!r} and verdicts {verdict!r}"
     assert expected.flag in row["flags"], f"{case.name}: the flags must say {expected.flag!r}; got {row['flags']!r}"
     if row["status"] not in ("invalid", "missing"):
         assert (out / "feedback" / f"{case.name}.html").is_file() and "withheld" not in row["message"], \
@@ -179,9 +180,16 @@ def test_forwards_a_method_hides_are_still_counted(graded):
     assert "more than one target forward" in message, f"test_counts names the extra forward it counted: {message}"
 
 
-def test_no_hidden_input_reaches_a_page_or_a_row(graded):
-    """leak_inputs raises with every prompt no visible check gave it (the hidden checks' and the timed ones): none
-    reaches its feedback page, grades.csv or its record; its verdicts say a hidden case failed, in the checks' words."""
+# The words test_exact's verdict holds for each: the checks' own, never the submission's.
+LEAK_VERDICTS = {"leak_inputs": "failed a hidden case", "index_leak": "its answer came with another case's number"}
+
+
+@pytest.mark.parametrize("student", LEAK_VERDICTS)
+def test_no_hidden_input_reaches_a_page_or_a_row(graded, student):
+    """leak_inputs raises with every prompt no visible check gave it (the hidden checks' and the timed ones); index_leak
+    packs each such prompt into its answer's case number (the prompt's bytes as one integer). Neither the prompts nor
+    such a number (a run of 30 digits or more) reaches the feedback page, grades.csv or the record; the verdicts say a
+    hidden case failed, in the checks' words."""
     import html
     import importlib.util
     import re
@@ -193,14 +201,17 @@ def test_no_hidden_input_reaches_a_page_or_a_row(graded):
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
     timed = re.compile("|".join(re.escape(p.text) + r"\s+\d{6}" for p in load_prompts()))
-    pages = {"feedback page": (out / "feedback" / "leak_inputs.html").read_text(), "grades.csv": (
-        out / "grades.csv").read_text(), "record": (out / "done" / "leak_inputs.json").read_text()}
+    packed = re.compile(r"\d{30,}")  # a prompt of 13 bytes or more packed into an integer has 30 digits or more
+    pages = {"feedback page": (out / "feedback" / f"{student}.html").read_text(), "grades.csv": (
+        out / "grades.csv").read_text(), "record": (out / "done" / f"{student}.json").read_text()}
     for where, text in pages.items():
         plain = html.unescape(text).replace("\\'", "'").replace('\\"', '"')
         shown = [p for p in hidden.PROMPTS if p in plain or p.replace("\n", "\\n") in plain]
         assert not shown and not timed.search(plain), f"{where} shows hidden inputs: {shown or timed.search(plain)}"
-    found = verdicts(out, "leak_inputs")
-    assert found["test_exact"].startswith("failed (0 of") and "failed a hidden case" in found["test_exact"], found
+        assert not packed.search(plain), f"{where} shows a packed input: {packed.search(plain)[0][:60]}..."
+    found = verdicts(out, student)
+    assert found["test_exact"].startswith("failed (0 of") and "failed a hidden case" in found["test_exact"] \
+        and LEAK_VERDICTS[student] in found["test_exact"], found
 
 
 @needs_chromium
@@ -230,8 +241,8 @@ def lost_anywhere(row: dict) -> set[str]:
 
 def verdicts(out, student: str) -> dict[str, str]:
     """test -> the kit's verdict as shown in the autograded notebook: "" when passed, else its message."""
-    found = {}
-    for cell in gradebook.read_autograded(out / "course", student).cells:
+    found, notebook = {}, gradebook.read_autograded(out / "course", student)
+    for cell in notebook.cells if notebook else []:
         test = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and test in PLAN_TESTS:
             last = cell.outputs[-1]  # the verdict closes the cell's outputs
