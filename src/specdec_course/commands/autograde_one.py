@@ -23,7 +23,7 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..grading import course, results
-    from ..grading.collect import Submission, file_time, nbgrader_id, student_name
+    from ..grading.collect import Owner, Submission, nbgrader_id, read_lms_name, student_name, upload_time
 
     options.check_grading(args)
     path = Path(args.notebook)
@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     setup = course.setup_batch(out / "course", Path(args.solution).resolve(), Path(args.autograder).resolve(),
                                    1, args.timeout, args.sandboxed)
-    submission = Submission(nbgrader_id(name), path, name=name, submitted_at=file_time(path))
+    owner = read_lms_name(path.stem) or Owner(name)  # an LMS's download carries the download's time, not the upload's
+    submission = Submission(nbgrader_id(name), path, name=name, submitted_at=upload_time(owner, path))
     [grade], _ = results.grade_class(out, [submission], setup)
     print(f"{name}: {grade.status}, {grade.score:g} / {grade.max_score:g} auto-graded points; "
           f"result in {out / 'done' / grade.student}.json (specdec-course merge gathers such folders)")

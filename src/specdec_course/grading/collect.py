@@ -2,21 +2,29 @@
 
     submissions = collect(Path("downloads.zip"), roster=read_roster(Path("roster.csv")), unpack_dir=Path("unpacked"))
 
-A submissions folder (or a zip or tar of one, `archives.py`) may hold, mixed:
-- flat files, `<student>.ipynb` ("Copy of alice.ipynb" and "alice (1).ipynb" are alice's);
-- one folder per student with a notebook of any name (`frank/Speculative Decoding (1).ipynb`);
-- nbgrader's `submitted/<student>/speculative_decoding/*.ipynb`;
-- Gradescope's export (`submission_<n>/` folders and `submission_metadata.yml`, which names the student
-  and the upload time of each).
+A submissions folder (or a zip or tar of one, `archives.py`) may hold:
+- an LMS's bulk download, its names read as the LMS writes them (LMS_SHAPES): Canvas's
+  `<sortablename>[_LATE]_<user id>_<attachment id>_<file>`, Moodle's
+  `<full name>_<participant id>_assignsubmission_file` folders or files, Blackboard's
+  `<assignment>_<username>_attempt_<time>_<file>`;
+- Gradescope's export (`submission_<n>/` folders and `submission_metadata.yml`, which names the student and the upload
+  time of each);
+- flat files, `<student>.ipynb` ("Copy of alice.ipynb" and "alice (1).ipynb" are alice's), one folder per student
+  with a notebook of any name (`frank/Speculative Decoding (1).ipynb`), nbgrader's
+  `submitted/<student>/speculative_decoding/*.ipynb`, mixed.
+Where one name is an LMS's, every name must be an LMS's (`owner_of`): a name that fits none stops the collection with
+the shapes tried and how to pass `--id-regex`, instead of becoming a student of its own.
 Only regular files are read, never through a link (`regular_files.py`): a student whose files include a symbolic
 or hard link, a device, a FIFO or an archive entry leading outside the folder gets a row of status `invalid` that
 names it, and nothing of theirs is read. Ids keep their Unicode ("Émilie") as the file or folder gives it; nbgrader
 gets an ASCII id only where one is needed, and the row keeps both. Two ids that differ only in case or Unicode
 normalisation are two students (two rows); a roster, like an LMS's export, matches an id regardless of case only
-where no other id is the same but for case (`match_ids`). Two files of one student: the newest is graded (the later
-LMS upload time, then the larger "(n)" download suffix, then the later file time) and the other is named in the
-row. Each submission carries its time (the LMS's, else the file's, or the archive entry's, which LMS downloads set
-to the upload time).
+where no other id is the same but for case (`match_ids`). Several files of one student: the newest is graded (the
+later upload in the LMS's record: Gradescope's upload time, Blackboard's attempt time, Canvas's attachment id; then
+the larger download suffix, "(n)" or Canvas's "-n"; then the later file time) and the others are named in the row.
+Each submission carries its upload time where the LMS gives one (Gradescope's metadata, Blackboard's name), else,
+in a class folder, the file's or the archive entry's; an LMS's zip stamps every entry with the time of the download,
+so a Canvas or Moodle name gets none. The LMS's own late mark stays in the file's name (`marked_late`).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import re
 import stat
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
@@ -45,7 +53,7 @@ class Submission:
     path: Path | None  # None for a roster student who submitted nothing
     problem: str = ""  # why it cannot be graded (nothing submitted, or an entry refused), empty if none
     name: str = ""  # the id as the folder or file gave it, Unicode kept
-    submitted_at: str = ""  # ISO 8601 UTC: the file's time, or the zip entry's
+    submitted_at: str = ""  # ISO 8601 UTC: the LMS's upload time, else the file's (or the zip entry's); "" if unknown
     superseded: list[str] = field(default_factory=list)  # the student's other files, older, not graded
     on_roster: bool | None = None  # None when no roster was given
     root: Path | None = None  # the folder it was found in: reading `path` follows no link below it (default: its own)
@@ -54,18 +62,142 @@ class Submission:
         self.name = self.name or self.student
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How one LMS names the files of its bulk download."""
+
+    lms: str
+    layout: str  # the name as the LMS writes it, for messages and the docs
+    regex: re.Pattern  # named groups: id; where the LMS writes them: person, late, time, order, copy
+    id_prefix: str = ""  # put before the id group (Canvas's anonymous ids are "anon_<id>")
+
+
+# Tried in this order, each against a file's stem (Canvas's "-n" stands before the extension) or a folder's name;
+# the first that matches names the student. Each is the LMS's own code's, cited.
+LMS_SHAPES = (
+    # Blackboard Learn, Grade Center > Assignment File Download: the attempt's time carries no zone. The username is
+    # the part before the first "_attempt_<time>" (assignment names may hold "_").
+    Shape("Blackboard", "<assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file name>",
+          re.compile(r"(?P<assignment>.+?)_(?P<id>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<original>.*))?",
+                     re.S)),
+    # Moodle's Download all submissions (mod/assign/classes/downloader.php, get_student_prefix): the full name with
+    # "_" made " ", the participant id, then `_assignsubmission_file` as a folder (the default since 3.1; Moodle
+    # before 4.1 ends it with "_") or `_assignsubmission_file_<file>` as one file.
+    Shape("Moodle", "<full name>_<participant id>_assignsubmission_file[_<file name>] (a folder, or a file)",
+          re.compile(r"(?P<person>[^_]*)_(?P<id>\d+)_assignsubmission_[a-z]+(?:_(?P<original>.*))?", re.S)),
+    # Canvas's Download Submissions (lib/content_zipper.rb: get_filename, add_upload_submission): the sortable name
+    # lowercased, stripped of all but word characters and of any "_<digits>_"; "LATE" for a late submission; a
+    # second file of one name gets "-1", "-2" before its extension (Attachment.make_unique_filename). Canvas reads
+    # its names back by their first two all-digit parts (Assignment#infer_comment_context_from_filename), as the
+    # lazy person group does here. Anonymous grading writes "anon_<anonymous id>" and no name.
+    Shape("Canvas", "[LATE_]anon_<anonymous id>_<attachment id>_<file name> (anonymous grading)",
+          re.compile(r"(?P<late>LATE_)?anon_(?P<id>[A-Za-z0-9]+)_(?P<order>\d{1,20})_(?P<original>.+?)"
+                     r"(?:-(?P<copy>\d{1,9}))?", re.S), id_prefix="anon_"),
+    Shape("Canvas", "<sortablename>[_LATE]_<user id>_<attachment id>_<file name>[-<n>]",
+          re.compile(r"(?P<person>.*?)_(?P<late>LATE_)?(?P<id>\d+)_(?P<order>\d{1,20})_(?P<original>.+?)"
+                     r"(?:-(?P<copy>\d{1,9}))?", re.S)),
+)
+PLAIN_LAYOUT = '<student>.ipynb, or a folder <student>/ ("Copy of " and a " (n)" download suffix dropped)'
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose file it is, and what its name says of the upload."""
+
+    student: str
+    lms: str = ""  # whose names these are: "Canvas", "Moodle", "Blackboard", "Gradescope"; "" for a class folder
+    person: str | None = None  # the name the LMS writes beside the id (Canvas's sortable name, Moodle's full name)
+    late: bool | None = None  # the LMS's own late mark; None where its names carry none
+    uploaded: str = ""  # ISO 8601 UTC, where the LMS records the upload time
+    order: int = 0  # the LMS's order of uploads: Canvas's attachment ids grow with each upload
+    copy: int = 0  # Canvas's "-n" for a second file of one name
+    original: str = ""  # the file's own name, as the student uploaded it, where the LMS writes it
+    file_time_is_upload: bool = True  # False in an LMS's zip, which stamps every entry with the download's time
+
+
+class UnknownName(ValueError):
+    """A name from which none of the shapes tried reads a student; the message lists them and the way out."""
+
+
+def read_lms_name(stem: str) -> Owner | None:
+    """The student an LMS's download names in `stem` (a file's stem or a folder's name), by the first of LMS_SHAPES
+    that matches; None if none does."""
+    for shape in LMS_SHAPES:
+        match = shape.regex.fullmatch(stem)
+        if match and (owner := _owner_by(shape, match)) is not None:
+            return owner
+    return None
+
+
+def _owner_by(shape: Shape, match: re.Match) -> Owner | None:
+    """The owner that `shape`'s `match` names, or None where a part only looks like the LMS's (no date)."""
+    groups = match.groupdict()
+    uploaded = _attempt_time(groups["time"]) if "time" in groups else ""
+    if "time" in groups and not uploaded:
+        return None
+    return Owner(shape.id_prefix + groups["id"], shape.lms, person=groups.get("person"),
+                 late=bool(groups["late"]) if "late" in groups else None, uploaded=uploaded,
+                 order=int(groups.get("order") or 0), copy=int(groups.get("copy") or 0),
+                 original=groups.get("original") or "", file_time_is_upload=False)
+
+
+def _attempt_time(text: str) -> str:
+    """Blackboard's attempt time in ISO 8601 UTC, "" if it is no date. It carries no zone and is read as this
+    machine's local time, as zip entry times are (`archives.py`)."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%d-%H-%M-%S").astimezone(timezone.utc).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError):  # a month 13, or a year the platform's clock cannot place
+        return ""
+
+
+def plain_name(stem: str) -> str:
+    """A class folder's id in a file or folder name: without "Copy of " and a "(n)" download suffix, every run of
+    characters other than letters, digits, marks and `_.-` made "_"; "" when nothing is left."""
+    name = re.sub(r"^Copy of\s+", "", stem)
+    name = re.sub(r"\s*\(\d+\)$", "", name)
+    # Letters, digits and the marks of a decomposed letter ("E" + U+0301) stay; any other run becomes "_".
+    kept = "".join(c if c.isalnum() or c in "_.-" or unicodedata.category(c).startswith("M") else "\0" for c in name)
+    return re.sub("\0+", "_", kept).strip("_")
+
+
+def owner_of(stem: str, lms_download: str = "") -> Owner:
+    """The owner named by `stem`: by an LMS's name, else (unless the class is `lms_download`'s download, whose
+    every name is the LMS's) by the plain name; UnknownName if neither reads a student."""
+    owner = read_lms_name(stem)
+    if owner is None and not lms_download and (name := plain_name(stem)):
+        owner = Owner(name)
+    if owner is None:
+        raise UnknownName(_unknown(stem, lms_download))
+    return owner
+
+
+def _unknown(stem: str, lms_download: str) -> str:
+    """What went wrong with `stem`, the shapes tried, and what to do."""
+    tried = [f"{shape.lms}'s {shape.layout}" for shape in LMS_SHAPES]
+    if lms_download:
+        why = (f"the name {stem!r} is not an LMS's, though the other names here are {lms_download}'s download (a "
+               "plain student name is not read beside them)")
+    else:
+        why, tried = f"no student id in the name {stem!r}", [*tried, f"a class folder's {PLAIN_LAYOUT}"]
+    return (f"{why}; names tried: {'; '.join(tried)}. Move or rename the file, or pass --id-regex with a regular "
+            "expression whose first group is the student id in every name (e.g. --id-regex '^([a-z0-9]+)_hw3' for "
+            "jsmith_hw3.ipynb)")
+
+
 def student_name(stem: str, id_regex: str | None = None) -> str:
-    """The id in a file or folder name: without "Copy of " and a "(n)" download suffix, or a regex group."""
+    """The student id in a file or folder name: the regex's first group (or its match), else `owner_of`'s."""
     if id_regex:
         match = re.search(id_regex, stem)
         if not match:
             raise ValueError(f"--id-regex {id_regex!r} does not match {stem!r}")
         return match.group(1) if match.groups() else match.group(0)
-    name = re.sub(r"^Copy of\s+", "", stem)
-    name = re.sub(r"\s*\(\d+\)$", "", name)
-    # Letters, digits and the marks of a decomposed letter ("E" + U+0301) stay; any other run becomes "_".
-    kept = "".join(c if c.isalnum() or c in "_.-" or unicodedata.category(c).startswith("M") else "\0" for c in name)
-    return re.sub("\0+", "_", kept).strip("_") or "unnamed"
+    return owner_of(stem).student
+
+
+def marked_late(path: str) -> bool:
+    """Whether the LMS marked the file at `path` late in its name (Canvas's `_LATE_`)."""
+    owner = read_lms_name(PurePosixPath(path).stem)
+    return bool(owner and owner.late)
 
 
 def nbgrader_id(name: str) -> str:
@@ -109,16 +241,53 @@ def match_ids(wanted: Iterable[str], have: Iterable[str]) -> dict[str, str]:
     return matched
 
 
-def _owner(relative: PurePosixPath, id_regex: str | None, metadata: dict[str, tuple[str, str]]) -> str:
-    """Whose file this is: by the LMS's metadata for its folder, else a top-level file by its own name and
-    anything in a folder by the folder's."""
-    if not relative.parts:
-        return "unnamed"
-    if len(relative.parts) == 1:
-        return student_name(relative.stem, id_regex)
-    if relative.parts[0] in metadata:
-        return metadata[relative.parts[0]][0]
-    return student_name(relative.parts[0], id_regex)
+def _top_name(relative: PurePosixPath) -> str:
+    """The name that says whose `relative` is: a top-level file's stem, else its top folder's name."""
+    return relative.stem if len(relative.parts) == 1 else relative.parts[0]
+
+
+def _owner(relative: PurePosixPath, id_regex: str | None, metadata: dict[str, tuple[str, str]],
+           lms_download: str) -> Owner:
+    """Whose file this is: by the LMS's metadata for its folder, else by the name of the file (at the top) or of
+    its folder; with --id-regex the regex names the student and an LMS's name still gives its marks and times."""
+    if len(relative.parts) > 1 and relative.parts[0] in metadata:
+        student, created = metadata[relative.parts[0]]
+        return Owner(student, "Gradescope", uploaded=created)
+    name = _top_name(relative)
+    if id_regex:
+        return replace(read_lms_name(name) or Owner(""), student=student_name(name, id_regex))
+    return owner_of(name, lms_download)
+
+
+def _lms_download(notebooks: list[PurePosixPath], metadata: dict[str, tuple[str, str]]) -> str:
+    """The LMS whose download the class is, by the first name of one among its notebooks; "" for none."""
+    for relative in notebooks:
+        if not (len(relative.parts) > 1 and relative.parts[0] in metadata):
+            owner = read_lms_name(_top_name(relative))
+            if owner is not None:
+                return owner.lms
+    return ""
+
+
+def _names_agree(owners: Iterable[Owner]) -> None:
+    """An LMS writes one person's name beside each id, and one file name beside each of Canvas's attachment ids
+    (a concluded course's group assignment gives one attachment to every member). Names that break either only
+    look like the LMS's (`hw_1_2_alice` and `hw_1_2_bob` would be Canvas's user 1, with attachment 2 named twice),
+    and no student is guessed from them."""
+    people: dict[tuple[str, str], str] = {}
+    files: dict[tuple[str, int], str] = {}
+    for owner in owners:
+        if owner.person is not None and people.setdefault((owner.lms, owner.student), owner.person) != owner.person:
+            _disagree(owner.lms, f"the id {owner.student!r} to both {people[owner.lms, owner.student]!r} and "
+                                 f"{owner.person!r}")
+        if owner.order and files.setdefault((owner.lms, owner.order), owner.original) != owner.original:
+            _disagree(owner.lms, f"the attachment id {owner.order} to both {files[owner.lms, owner.order]!r} and "
+                                 f"{owner.original!r}")
+
+
+def _disagree(lms: str, what: str) -> None:
+    raise ValueError(f"the names give {what}, which {lms}'s download never does: these are not {lms}'s names. Pass "
+                     "--id-regex with a regular expression whose first group is the student id in every name")
 
 
 def lms_metadata(root: Path) -> dict[str, tuple[str, str]]:
@@ -147,12 +316,17 @@ def _skipped(name: str) -> bool:
     return name in SKIPPED_PARTS or name.startswith(".")
 
 
+def _fallback_name(stem: str) -> str:
+    """The id of a row that names a refused entry: whatever of the name is plain, never an error."""
+    return plain_name(stem) or "unnamed"
+
+
 def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | None = None,
             unpack_dir: Path | None = None, archive_limits: ArchiveLimits | None = None) -> list[Submission]:
     """Every student's submission under `submissions` (a folder, or a zip or tar unpacked into `unpack_dir`), the
-    newest of two files graded, a student with an entry that is not a plain file refused (`problem` says which),
-    roster students without a file added and students not on it marked. An archive past `archive_limits` is one
-    row, refused before anything of it is written."""
+    newest of several files graded, a student with an entry that is not a plain file refused (`problem` says
+    which), roster students without a file added and students not on it marked. An archive past `archive_limits`
+    is one row, refused before anything of it is written. A name no shape reads raises UnknownName."""
     if not submissions.exists():
         raise ValueError(f"{submissions} does not exist: pass the folder (or zip or tar) of the class's notebooks")
     refused: list[Refused] = []
@@ -162,7 +336,7 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
         try:
             submissions, refused = unpack(submissions, unpack_dir, archive_limits or ArchiveLimits())
         except ArchiveRefused as e:
-            name = student_name(archive_stem(submissions))
+            name = _fallback_name(archive_stem(submissions))
             return [Submission(nbgrader_id(name), submissions, str(e), name=name, root=submissions.parent)]
     if not submissions.is_dir():
         raise ValueError(f"{submissions} is neither a folder nor a zip or tar of submissions")
@@ -171,26 +345,27 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
         submissions = with_submitted
     files, found = walk(submissions, _skipped)
     metadata = lms_metadata(submissions)
+    notebooks = [f for f in files if f.suffix == ".ipynb"]
+    lms_download = "" if id_regex else _lms_download(notebooks, metadata)
+    owners = {submissions / f: _owner(f, id_regex, metadata, lms_download) for f in notebooks}
+    if not id_regex:
+        _names_agree(owners.values())
     by_name: dict[str, list[Path]] = {}
-    for relative in (f for f in files if f.suffix == ".ipynb"):
-        by_name.setdefault(_owner(relative, id_regex, metadata), []).append(submissions / relative)
+    for path, owner in owners.items():
+        by_name.setdefault(owner.student, []).append(path)
     refused_by: dict[str, list[Refused]] = {}
     for entry in [*refused, *found]:
         if not any(_skipped(part) for part in entry.path.parts):
             try:
-                owner = _owner(entry.path, id_regex, metadata)
-            except ValueError:  # --id-regex names notebooks; a stray link is named as its file or folder is
-                owner = _owner(entry.path, None, metadata)
-            refused_by.setdefault(owner, []).append(entry)
-
-    def uploaded(path: Path) -> str:
-        folder = path.relative_to(submissions).parts[0]
-        return metadata[folder][1] if folder in metadata and len(path.relative_to(submissions).parts) > 1 else ""
+                name = _owner(entry.path, id_regex, metadata, lms_download).student
+            except ValueError:  # --id-regex and the LMS's shapes name notebooks; a stray link is named as it can be
+                name = _fallback_name(_top_name(entry.path))
+            refused_by.setdefault(name, []).append(entry)
 
     def newness(path: Path) -> tuple:
-        stamp = uploaded(path)
-        return (datetime.fromisoformat(stamp).timestamp() if stamp else 0.0, download_index(path.stem),
-                os.lstat(path).st_mtime)
+        owner = owners[path]
+        return (datetime.fromisoformat(owner.uploaded).timestamp() if owner.uploaded else 0.0, owner.order,
+                owner.copy or download_index(path.stem), os.lstat(path).st_mtime)
 
     names = sorted(set(by_name) | set(refused_by))
     listed = set(match_ids(names, roster)) if roster is not None else set()
@@ -207,7 +382,7 @@ def collect(submissions: Path, id_regex: str | None = None, roster: list[str] | 
                                      on_roster=on_roster, root=submissions))
         else:
             newest, *older = paths
-            result.append(Submission(student, newest, name=name, submitted_at=uploaded(newest) or file_time(newest),
+            result.append(Submission(student, newest, name=name, submitted_at=upload_time(owners[newest], newest),
                                      superseded=[str(p.relative_to(submissions)) for p in older],
                                      on_roster=on_roster, root=submissions))
     found_ids = set(match_ids(roster or [], names))
@@ -232,14 +407,22 @@ def _unique(student: str, name: str, taken: dict[str, str]) -> str:
     return student
 
 
+def upload_time(owner: Owner, path: Path) -> str:
+    """When `owner` uploaded the file at `path`: the LMS's record, else the file's time where that is the upload's
+    (not in an LMS's zip, whose entries carry the download's time); "" if unknown."""
+    return owner.uploaded or (file_time(path) if owner.file_time_is_upload else "")
+
+
 def file_time(path: Path) -> str:
     """The time of `path` itself (of a link, not of what it names), as ISO 8601 UTC."""
     return datetime.fromtimestamp(os.lstat(path).st_mtime, timezone.utc).isoformat(timespec="seconds")
 
 
 def read_roster(path: Path, column: str | None = None) -> list[str]:
-    """Student ids from a roster: a CSV with a header (Canvas's, Gradescope's: the id column is `column`, else
-    the first of ROSTER_COLUMNS it has, else its first), or a plain file of one id per line."""
+    """Student ids from a roster: a CSV with a header (an LMS's export: the id column is `column`, else the first
+    of ROSTER_COLUMNS it has, else its first), or a plain file of one id per line. Canvas's gradebook export gives
+    its ID column, the user id of Canvas's download names; Blackboard's, its Username; Moodle's grading worksheet,
+    its Identifier (its first column), read as the participant id of Moodle's download names."""
     text = path.read_text(encoding="utf-8-sig")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
@@ -252,4 +435,12 @@ def read_roster(path: Path, column: str | None = None) -> list[str]:
         raise ValueError(f"--roster-column {column!r} is not a column of {path}; its columns: {', '.join(headers)}")
     lower = {h.strip().casefold(): h for h in headers}
     chosen = column or next((lower[c] for c in ROSTER_COLUMNS if c in lower), headers[0])
-    return [row[chosen].strip() for row in reader if (row.get(chosen) or "").strip()]
+    # Canvas's "Points Possible" row and any other row without an id are no student.
+    return [_roster_id(chosen, row[chosen].strip()) for row in reader if (row.get(chosen) or "").strip()]
+
+
+def _roster_id(column: str, value: str) -> str:
+    """A roster cell as a download names the student: Moodle's worksheet writes "Participant 1234567" (the word in
+    the site's language) where its download's names have 1234567."""
+    participant = re.fullmatch(r"\D*?(\d+)", value) if column.strip().casefold() == "identifier" else None
+    return participant.group(1) if participant else value

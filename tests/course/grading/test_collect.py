@@ -1,6 +1,7 @@
-"""Collecting a class in the shapes LMSs and class folders give (folders, zips, tars), refusing what is not a plain
-file, ids that differ only in case, reading rosters, and keeping a class's rows across runs (grades.csv merged,
-replaced rows recorded, finished students kept for a resumed batch).
+"""Collecting a class in the shapes LMSs and class folders give (folders, zips, tars; Canvas's, Moodle's and
+Blackboard's download names, from the fixtures in lms_downloads/), refusing what is not a plain file, ids that differ
+only in case, reading rosters, and keeping a class's rows across runs (grades.csv merged, replaced rows recorded,
+finished students kept for a resumed batch).
 
 Example run: python -m pytest tests/course/grading/test_collect.py -q
 """
@@ -9,29 +10,40 @@ import io
 import os
 import stat
 import tarfile
+import time
 import unicodedata
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec_course.grading import batch, course, results
 from specdec_course.grading.archives import ArchiveLimits
 from specdec_course.grading.collect import (
+    LMS_SHAPES,
+    PLAIN_LAYOUT,
     Submission,
+    UnknownName,
     collect,
     id_key,
+    marked_late,
     match_ids,
     nbgrader_id,
+    owner_of,
+    read_lms_name,
     read_roster,
     student_name,
 )
 from specdec_course.grading.row import Grade, Graded
 
 from conftest import REPO
+
+DOWNLOADS = Path(__file__).parent / "lms_downloads"
+DOWNLOADED_AT = 1_800_000_000  # 2027-01-15: the time an LMS's zip gives every entry, the download's
+PROPERTY = settings(max_examples=300, deadline=None)  # a shared 2-core machine: no per-example deadline
 
 
 def put(root: Path, relative: str, mtime: float | None = None) -> Path:
@@ -47,9 +59,19 @@ def by_name(submissions: list[Submission]) -> dict[str, Submission]:
     return {s.name: s for s in submissions}
 
 
+def download(root: Path, fixture: str) -> Path:
+    """The files an LMS's download holds, named as lms_downloads/<fixture> lists them, each with the download's time."""
+    for line in (DOWNLOADS / fixture).read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            put(root, line, mtime=DOWNLOADED_AT)
+    return root
+
+
 @pytest.mark.parametrize("stem,expected", [
     ("alice", "alice"), ("Copy of bob", "bob"), ("carol (1)", "carol"), ("Dan Smith", "Dan_Smith"),
-    ("Émilie", "Émilie"),
+    ("Émilie", "Émilie"), ("leebo_LATE_102_5003_speculative_decoding-1", "102"),
+    ("Bo Lee_1234568_assignsubmission_file", "1234568"),
+    ("Speculative Decoding_ann01_attempt_2026-12-06-09-30-00_speculative_decoding", "ann01"),
 ])
 def test_student_name_from_a_file_or_folder_name(stem, expected):
     assert student_name(stem) == expected, f"{stem!r} should give the id {expected!r}, got {student_name(stem)!r}"
@@ -323,3 +345,125 @@ def test_matching_ids_never_merges_two(wanted, have):
     assert all(id_key(w) == id_key(h) for w, h in matched.items()), f"only ids the same but for case: {matched}"
     assert len(set(matched.values())) == len(matched), f"no two ids matched to one: {matched}"
     assert all(matched[w] == w for w in set(wanted) & set(have)), f"an id present on both sides is itself: {matched}"
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """This machine's clock in UTC: Blackboard's attempt times are read as local times."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_canvas_download_is_read_by_user_id_and_matches_the_gradebook_export(tmp_path):
+    """Canvas's names give the user id, which the gradebook export's ID column holds; several files of one student
+    are one row, the later attachment (or the "-1" copy) graded; `_LATE_` is kept; the zip's time is not taken for
+    the upload's."""
+    roster = read_roster(DOWNLOADS / "canvas_gradebook.csv")
+    assert roster == ["101", "102", "103", "104"], f"the export's ID column, its Points Possible row skipped: {roster}"
+    found = by_name(collect(download(tmp_path, "canvas.txt"), roster=roster))
+    assert sorted(found) == roster, f"one row per user id, and Dae (104) missing: {sorted(found)}"
+    ann, bo, emilie = found["101"], found["102"], found["103"]
+    assert ann.path.name == "smithann_101_5007_Speculative Decoding (1).ipynb" and ann.superseded == \
+        ["smithann_101_5001_speculative_decoding.ipynb"], f"the later attachment id is the later upload: {ann}"
+    assert bo.path.name.endswith("-1.ipynb") and len(bo.superseded) == 1, f"Canvas's '-1' copy is the newer: {bo}"
+    assert [marked_late(str(s.path)) for s in (ann, bo, emilie)] == [False, True, False], "Canvas's _LATE_ mark"
+    assert {s.submitted_at for s in (ann, bo, emilie)} == {""}, \
+        "a Canvas zip stamps every entry with the download's time: no upload time is made of it"
+    assert all(s.on_roster for s in (ann, bo, emilie)) and found["104"].problem == "no submission", found
+
+
+def test_canvas_anonymous_grading_names(tmp_path):
+    put(tmp_path, "anon_Xy7Q2_5009_speculative_decoding.ipynb")
+    put(tmp_path, "LATE_anon_Pq3Rs_5010_speculative_decoding.ipynb")
+    found = by_name(collect(tmp_path))
+    assert sorted(found) == ["anon_Pq3Rs", "anon_Xy7Q2"], f"the anonymous id is the student: {sorted(found)}"
+    assert marked_late(str(found["anon_Pq3Rs"].path)) and not marked_late(str(found["anon_Xy7Q2"].path)), found
+
+
+@pytest.mark.parametrize("fixture", ["moodle.txt", "moodle_flat.txt"])
+def test_moodle_download_is_read_by_participant_id_and_matches_the_grading_worksheet(tmp_path, fixture):
+    roster = read_roster(DOWNLOADS / "moodle_grading_worksheet.csv")
+    assert roster == ["1234567", "1234568", "1234570"], f"'Participant 1234567' is participant 1234567: {roster}"
+    found = by_name(collect(download(tmp_path, fixture), roster=roster))
+    assert found["1234567"].on_roster and found["1234568"].on_roster, f"both match the worksheet: {found}"
+    assert found["1234568"].path.name.endswith("Speculative Decoding (1).ipynb"), found["1234568"]
+    assert found["1234570"].problem == "no submission", found["1234570"]
+    assert all(not marked_late(str(s.path or "")) and s.submitted_at == "" for s in found.values()), \
+        f"Moodle's names carry no late mark, and its zip's times are the download's: {found}"
+
+
+def test_blackboard_download_keeps_the_latest_attempt_with_its_time(tmp_path, utc):
+    roster = read_roster(DOWNLOADS / "blackboard_grade_center.csv")
+    assert roster == ["ann01", "bo02"], f"the Grade Center's Username column: {roster}"
+    found = by_name(collect(download(tmp_path, "blackboard.txt"), roster=roster))
+    assert sorted(found) == ["ann01", "bo02"], f"the .txt details are not notebooks: {sorted(found)}"
+    ann = found["ann01"]
+    assert "2026-12-06-09-30-00" in ann.path.name and len(ann.superseded) == 1, f"the latest attempt: {ann}"
+    assert ann.submitted_at == "2026-12-06T09:30:00+00:00", f"the attempt's time is the upload's: {ann}"
+    assert ann.on_roster and not marked_late(str(ann.path)), "late is the attempt time against the deadline, at export"
+
+
+def test_a_name_beside_an_lms_download_that_fits_no_shape_stops_with_the_way_out(tmp_path):
+    download(tmp_path, "canvas.txt")
+    put(tmp_path, "alice.ipynb")
+    with pytest.raises(UnknownName) as raised:
+        collect(tmp_path)
+    message = str(raised.value)
+    assert "'alice'" in message and "Canvas's download" in message and "--id-regex" in message, message
+    assert all(shape.layout in message for shape in LMS_SHAPES), f"every shape tried is named: {message}"
+
+
+@pytest.mark.parametrize("names,words", [
+    (("hw_1_2_alice", "hw_1_2_bob"), "the attachment id 2 to both"),
+    (("hw_1_2_alice", "lab_1_3_bob"), "the id '1' to both 'hw' and 'lab'"),
+])
+def test_names_that_only_look_like_canvas_are_not_merged_into_one_student(tmp_path, names, words):
+    """Canvas writes one sortable name beside each user id and one file beside each attachment id."""
+    for name in names:
+        put(tmp_path, f"{name}.ipynb")
+    with pytest.raises(ValueError, match=f"{words}.*--id-regex"):
+        collect(tmp_path)
+    found = by_name(collect(tmp_path, id_regex=r"_([a-z]+)$"))
+    assert sorted(found) == ["alice", "bob"], f"--id-regex names them: {sorted(found)}"
+
+
+def test_a_canvas_group_attachment_is_every_members(tmp_path):
+    """A concluded course's download gives a group's one attachment to each member: each is a student."""
+    put(tmp_path, "leebo_102_5003_speculative_decoding.ipynb")
+    put(tmp_path, "kimdae_104_5003_speculative_decoding.ipynb")
+    assert sorted(by_name(collect(tmp_path))) == ["102", "104"], "one row per member"
+
+
+def test_id_regex_on_canvas_names_keeps_their_order_and_late_mark(tmp_path):
+    download(tmp_path, "canvas.txt")
+    found = by_name(collect(tmp_path, id_regex=r"^([a-zé]+)_"))
+    assert sorted(found) == ["duboisémilie", "leebo", "smithann"], f"the regex names them: {sorted(found)}"
+    assert "5007" in found["smithann"].path.name, f"Canvas's attachment order still picks the newest: {found}"
+    assert marked_late(str(found["leebo"].path)), "the late mark stays Canvas's"
+    assert marked_late("graded/unpacked/leebo_LATE_102_5003_speculative_decoding-1.ipynb"), "read from a path"
+    assert not marked_late("graded/unpacked/Speculative Decoding_ann01_attempt_2026-12-06-09-30-00_x.ipynb")
+
+
+# Any text, and text shaped as each LMS writes its names (Blackboard's with impossible dates among them).
+NAMES = st.one_of(st.text(), *(st.from_regex(shape.regex, fullmatch=True) for shape in LMS_SHAPES))
+
+
+@PROPERTY
+@given(NAMES, st.sampled_from(["", "Canvas"]))
+def test_any_name_maps_to_one_student_by_a_shape_or_to_the_clear_error(name, lms_download):
+    """A name is read by the first shape that fits it, always the same way, or raises UnknownName naming every
+    shape tried and --id-regex; nothing else escapes."""
+    try:
+        owner = owner_of(name, lms_download)
+    except UnknownName as e:
+        message = str(e)
+        assert "--id-regex" in message and all(shape.layout in message for shape in LMS_SHAPES), message
+        assert (PLAIN_LAYOUT in message) == (not lms_download), f"the plain shape is tried only alone: {message}"
+        return
+    assert owner.student and owner == owner_of(name, lms_download), f"one id, the same each time: {owner}"
+    if owner.lms:
+        assert owner == read_lms_name(name) and owner.student.removeprefix("anon_") in name, (name, owner)
+    assert owner.lms or not lms_download, f"beside an LMS's names only an LMS's name is read: {owner}"
