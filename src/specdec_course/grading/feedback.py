@@ -9,6 +9,11 @@ feedback" button, and what `nbgrader release_feedback` hands out. For each stude
 - reduces each traceback to the frames in the student's own cells and its last line, and replaces grader
   paths by `<grader>` in the outputs;
 - shows a hand-graded cell that nobody has graded yet as "Graded by hand: pending" instead of a score of 0;
+- shows one total, the kit's (the required tests' points out of their maximum, from the gradebook), in nbgrader's
+  heading and in the kit's summary, extra credit said apart; in the summary, a message that several tests failed
+  with once, naming them, and a bonus part left as released (its methods still raise NotImplementedError) as "not
+  attempted", in its test cell too. This is done here, not when grading, so that pages rendered again later (after
+  the report is graded by hand, or a score changed in formgrader) show the gradebook's total;
 - is run by nbgrader's exporter only if that is `safe_nbconvert.SafePageExporter` (it raises otherwise), which
   sanitises the whole page (safe_html.py): nothing a student wrote runs or fetches anything where it is opened;
 - raises if `leaks` still finds a grader path, a line of the instructors' autograder files (as printed, in a
@@ -60,8 +65,16 @@ from . import safe_html, safe_nbconvert
 
 SCRUBBED = "<grader>"
 ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata row.py gives its notes for staff
+VERDICT_ROLE = "verdict"  # ... and its summary of the kit's verdict, on top of the page
 MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
 PENDING = "Graded by hand: pending"
+KIT_VERDICT = "The kit's grading of"  # how row.verdict_output names the kit's verdict beneath a test cell
+NOT_ATTEMPTED = "not attempted (left as released; a bonus part costs nothing)"
+# verdict.failure_message's first line for a method that still raises the release's NotImplementedError.
+_NOT_WRITTEN = re.compile(r"^\S+ raised NotImplementedError \(not written yet\)")
+# row.summary's opening sentence, and its line for one test: "- `test_exact` (12 points): failed: <message>".
+_SUMMARY_TOTAL = re.compile(r"^\*\*Auto-graded by the kit: [^*]*\*\*")
+_SUMMARY_TEST = re.compile(r"^- `(?P<test>[^`]+)` \((?P<worth>[^)]*)\): (?P<outcome>.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line \d+")
@@ -148,6 +161,83 @@ def _is_pending(grade: Grade) -> bool:
     """No person has scored the cell yet, and it needs one or has no score at all (a manual score, however it
     was entered, ends the wait)."""
     return grade.manual_score is None and (bool(grade.needs_manual_grade) or grade.auto_score is None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's verdict as the page shows it
+
+
+def not_written(message: str) -> bool:
+    """The verdict's message (its first line) says a method still raises the release's NotImplementedError: for a
+    bonus part, the class was left as released. A check that failed a hidden case got past the visible one, so its
+    code was written."""
+    return bool(_NOT_WRITTEN.match(message))
+
+
+def kit_total(scores: dict[str, tuple[float, float]], required: list[str], extra_credit: dict[str, float],
+              ) -> tuple[float, float, float]:
+    """(points, maximum, extra credit) of the auto-graded tests, from the gradebook's (score, max_score) by cell.
+
+    The total is the required tests' (a bonus cell's nbgrader points are 0, its score its extra credit); hand-graded
+    cells are left out: they show their own score, or that it is pending.
+    """
+    def summed(tests, index):
+        return sum(float(scores[t][index] or 0) for t in tests if t in scores)
+
+    return summed(required, 0), summed(required, 1), summed(extra_credit, 0)
+
+
+def _total_sentence(score: float, max_score: float, extra: float) -> str:
+    extra_text = f" plus {extra:g} extra credit" if extra else ""
+    return f"**Auto-graded by the kit: {score:g} / {max_score:g} points{extra_text}.**"
+
+
+def _outcome(test: str, outcome: str, extra_credit: dict[str, float]) -> str:
+    """A summary line's outcome ("passed", "failed: <message>"), NOT_ATTEMPTED for a bonus left as released."""
+    left = test in extra_credit and outcome.startswith("failed: ") and not_written(outcome.removeprefix("failed: "))
+    return NOT_ATTEMPTED if left else outcome
+
+
+def summary_for_page(text: str, total: tuple[float, float, float], extra_credit: dict[str, float]) -> str:
+    """The kit's summary cell (row.summary) with the gradebook's `total` (kit_total) as its opening, and one line per
+    outcome: tests that failed with the same message share its line, a bonus left as released reads NOT_ATTEMPTED.
+
+    Lines are grouped in the order of their first test; the notes and other lines are kept as written.
+    """
+    lines = _SUMMARY_TOTAL.sub(lambda _: _total_sentence(*total), text, count=1).split("\n")
+    found = {i: match for i, line in enumerate(lines) if (match := _SUMMARY_TEST.match(line))}
+    if not found:
+        return "\n".join(lines)
+    groups: dict[str, list[str]] = {}
+    for match in found.values():
+        test = match["test"]
+        worth = f"+{extra_credit[test]:g} extra credit" if test in extra_credit else match["worth"]
+        groups.setdefault(_outcome(test, match["outcome"], extra_credit), []).append(f"`{test}` ({worth})")
+    merged = [f"- {', '.join(tests)}: {outcome}" for outcome, tests in groups.items()]
+    first = min(found)
+    return "\n".join([*lines[:first], *merged, *(line for i, line in enumerate(lines) if i > first and i not in found)])
+
+
+def _bonus_not_attempted(cell: nbformat.NotebookNode, credit: float) -> None:
+    """In a bonus test cell, the kit's failed verdict on a class left as released reads NOT_ATTEMPTED instead."""
+    test = cell.metadata.nbgrader["grade_id"]
+    for i, output in enumerate(cell.get("outputs", [])):
+        if output.output_type == "error" and output.ename == f"{KIT_VERDICT} {test}":
+            message = output.evalue.partition(": ")[2]  # after "failed (0 of 5 points): "
+            if (stub := _NOT_WRITTEN.match(message)) is not None:
+                text = f"{KIT_VERDICT} {test}: {NOT_ATTEMPTED}; {stub.group(0)} (+{credit:g} extra credit once passed)"
+                cell.outputs[i] = nbformat.v4.new_output("stream", name="stdout", text=f"{text}\n")
+
+
+def show_kit_verdict(notebook: nbformat.NotebookNode, total: tuple[float, float, float],
+                     extra_credit: dict[str, float]) -> None:
+    """Rewrite, in place, the kit's summary cell (its total `total`, from kit_total) and its bonus verdicts as the page
+    shows them."""
+    for cell in notebook.cells:
+        if cell.metadata.get(ROLE_KEY, {}).get("role") == VERDICT_ROLE:
+            cell.source = summary_for_page(cell.source, total, extra_credit)
+        elif is_test_cell(cell) and cell.metadata.nbgrader["grade_id"] in extra_credit:
+            _bonus_not_attempted(cell, extra_credit[cell.metadata.nbgrader["grade_id"]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,13 +357,34 @@ class CleanFeedback(NbGraderPreprocessor):
                                 "specdec_course.grading.feedback.feedback_config")
         secrets, hidden = self.guards()
         cleaned = clean_for_feedback(nb, secrets)
-        self._show_pending(cleaned, resources["nbgrader"])
+        ids = resources["nbgrader"]
+        self._show_pending(cleaned, ids)
+        required, extra_credit = self.course_tests()
+        total = kit_total(self._scores(ids), required, extra_credit)
+        show_kit_verdict(cleaned, total, extra_credit)
+        # nbgrader's heading would add the hand-graded cells and the extra credit: it shows the kit's total instead.
+        ids["score"], ids["max_score"] = total[0] - (ids.get("late_penalty") or 0), total[1]  # as GetGrades subtracts
         found = leaks("\n".join(_strings(cleaned)), secrets, hidden)
         if found:
-            student = resources["nbgrader"]["student"]
-            raise FeedbackError(f"{student!r}'s feedback page would show {_describe(found)}: read the outputs "
+            raise FeedbackError(f"{ids['student']!r}'s feedback page would show {_describe(found)}: read the outputs "
                                 "of their autograded notebook and write their feedback by hand")
         return cleaned, resources
+
+    def course_tests(self) -> tuple[list[str], dict[str, float]]:
+        """The required test cells and the bonus ones' extra credit, from the course's source notebook: a student's
+        own cell metadata could say otherwise."""
+        from .course import extra_credit  # course.py imports this module
+
+        source = nbformat.read(Path(self.course_root) / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+        bonus = extra_credit(source)
+        tests = [cell.metadata.nbgrader["grade_id"] for cell in source.cells if is_test_cell(cell)]
+        return [test for test in tests if test not in bonus], bonus
+
+    def _scores(self, ids: dict) -> dict[str, tuple[float, float]]:
+        """Each graded cell's (score, max_score) in the gradebook, a person's changes included."""
+        with Gradebook(ids["db_url"]) as gradebook:
+            notebook = gradebook.find_submission_notebook(ids["notebook"], ids["assignment"], ids["student"])
+            return {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
 
     def _show_pending(self, nb: nbformat.NotebookNode, ids: dict) -> None:
         with Gradebook(ids["db_url"]) as gradebook:

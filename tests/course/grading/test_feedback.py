@@ -1,9 +1,10 @@
 """Feedback pages from nbgrader's own generate_feedback show each verdict and the student's own frames, never a
 hidden check, a grader path or the staff's notes.
 
-One throwaway course is shared by the module: a released notebook (answer, locked test, report graded by hand),
-students' autograded notebooks as the kit writes them, their gradebook rows set through nbgrader's API, and a fake
-autograder folder whose hidden.py a student printed. The pages come from the `nbgrader generate_feedback` command.
+One throwaway course is shared by the module: a released notebook (answer, locked test, report graded by hand, a
+bonus test worth extra credit), students' autograded notebooks as the kit writes them (row.py's summary and
+verdicts), their gradebook rows set through nbgrader's API, and a fake autograder folder whose hidden.py a student
+printed. The pages come from the `nbgrader generate_feedback` command.
 
 Example run: python -m pytest tests/course/grading/test_feedback.py -q
 """
@@ -31,8 +32,9 @@ from specdec_course.core.nbgrader_course import (
     nbgrader_env,
     write_course_config,
 )
-from specdec_course.grading import feedback, safe_html
+from specdec_course.grading import feedback, safe_html, verdict
 from specdec_course.grading.feedback import (
+    NOT_ATTEMPTED,
     PENDING,
     SCRUBBED,
     clean_for_feedback,
@@ -40,8 +42,11 @@ from specdec_course.grading.feedback import (
     generate_feedback,
     grader_secrets,
     hidden_lines,
+    kit_total,
     leaks,
+    summary_for_page,
 )
+from specdec_course.grading.row import Grade, summary, verdict_output
 
 from conftest import REPO, image_widths, needs_chromium, pixels_of_colour, screenshot, title_after_scripts
 from corpora import HOSTILE_MARKDOWN, PLOT_WIDTH, READER_MARKER, hostile_outputs
@@ -50,8 +55,13 @@ from corpora import HOSTILE_MARKDOWN, PLOT_WIDTH, READER_MARKER, hostile_outputs
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 NBGRADER_TIMEOUT = 120  # a hung nbgrader fails the test instead of stalling the suite
 NOTEBOOK_ID = Path(NOTEBOOK).stem
-TEST_POINTS, REPORT_POINTS = 5, 10
+TEST_POINTS, REPORT_POINTS, BONUS_CREDIT = 5, 10, 2
 MESSAGE = "add(1, 2) must be 3, got -1"
+# The verdict on a method left as released, as verdict.failure_message words it (its traceback after).
+STUB = "add_many raised NotImplementedError (not written yet)"
+STUB_FAILURE = f'{STUB}\n  File "<submission adder>", line 3, in add_many\n    raise NotImplementedError()'
+LEFT_AS_RELEASED = verdict.TestResult(False, STUB_FAILURE)
+OPENING = "Auto-graded by the kit:"  # how the summary on top of every page begins
 STAFF_NOTE = "static scan flag: the answer cell opens files outside the notebook"
 # The fake hidden.py: the lines a page must never show, then lines students may see or that are too plain to count.
 HIDDEN = [
@@ -88,6 +98,9 @@ def source_notebook() -> nbformat.NotebookNode:
         new_markdown_cell("Explain how `add` works.",
                           metadata=nbgrader_meta(grade=True, solution=True, locked=False, grade_id="report",
                                                  points=REPORT_POINTS)),
+        new_code_cell('"""Check that add_many sums a list (bonus)"""\nassert add_many([1, 2, 3]) == 6',
+                      metadata={**nbgrader_meta(grade=True, solution=False, locked=True, grade_id="test_bonus",
+                                                points=0), "specdec": {"extra_credit": BONUS_CREDIT}}),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
@@ -139,8 +152,9 @@ def rounds_picture() -> nbformat.NotebookNode:
 def with_hostile_cells(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """`notebook` with markdown in its report and outputs in a cell of its own that would run scripts in the page
     (tests/corpora.py), and a plot."""
-    notebook.cells[-1].source += f"\n\n{HOSTILE_MARKDOWN}"
-    notebook.cells.insert(-1, new_code_cell("show()", execution_count=4, outputs=hostile_outputs()))
+    report = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "report")
+    notebook.cells[report].source += f"\n\n{HOSTILE_MARKDOWN}"
+    notebook.cells.insert(report, new_code_cell("show()", execution_count=4, outputs=hostile_outputs()))
     return notebook
 
 
@@ -152,10 +166,20 @@ def role_cell(role: str, text: str) -> nbformat.NotebookNode:
     return new_markdown_cell(text, metadata={"specdec": {"role": role}})
 
 
-def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output, extra_cells=(), before=()):
-    """The notebook the kit writes to autograded/: verdict and staff cells on top, the verdict in the test cell."""
+def verdict_summary(add: verdict.TestResult, bonus: verdict.TestResult) -> str:
+    """row.py's summary cell for the two tests' verdicts."""
+    judged = verdict.Verdict({"test_add": add, "test_bonus": bonus})
+    score = TEST_POINTS if add.passed else 0
+    grade = Grade("x", "graded", score=score, max_score=TEST_POINTS, extra_credit=BONUS_CREDIT if bonus.passed else 0)
+    return summary(judged, {"test_add": TEST_POINTS, "test_bonus": BONUS_CREDIT}, grade, "")
+
+
+def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output, extra_cells=(), before=(),
+                        bonus: verdict.TestResult = LEFT_AS_RELEASED):
+    """The notebook the kit writes to autograded/: verdict and staff cells on top, the verdict in each test cell.
+    `test_output` is test_add's verdict (a passing one, or the kernel's error); the bonus is left as released."""
     notebook = nbformat.from_dict(release)
-    intro, answer_cell, test_cell, report = notebook.cells
+    intro, answer_cell, test_cell, report, bonus_cell = notebook.cells
     answer_cell.source, answer_cell.execution_count = answer, 1
     answer_cell.outputs = [new_output("stream", name="stderr",
                                       text=f"{sys.prefix}/lib/python3.11/site-packages/torch/x.py:3: UserWarning\n")]
@@ -163,18 +187,23 @@ def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output
     test_cell.source += f"\n{BEGIN_HIDDEN}\ncheck_add_hidden(add)\n{END_HIDDEN}"
     test_cell.execution_count, test_cell.outputs = 2, [*before, test_output]
     report.source = "I add the two numbers with `+`."
-    notebook.cells = [role_cell("verdict", "**Auto-graded by the kit.**"), role_cell("staff", STAFF_NOTE),
-                      intro, answer_cell, *extra_cells, test_cell, report]
+    bonus_cell.execution_count, bonus_cell.outputs = 3, [verdict_output("test_bonus", bonus, BONUS_CREDIT)]
+    add = verdict.TestResult(True) if test_output.output_type == "stream" else verdict.TestResult(False, MESSAGE)
+    notebook.cells = [role_cell("verdict", verdict_summary(add, bonus)), role_cell("staff", STAFF_NOTE),
+                      intro, answer_cell, *extra_cells, test_cell, report, bonus_cell]
     return notebook
 
 
-def record_grades(course: Path, student: str, test_score: float) -> None:
-    """The gradebook rows the kit writes after autograde: the verdict's points in the test cell's auto_score."""
+def record_grades(course: Path, student: str, test_score: float, extra_credit: float = 0) -> None:
+    """The gradebook rows the kit writes after autograde: the verdict's points in the test cell's auto_score, a
+    bonus test's in its extra_credit."""
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         gradebook.update_or_create_student(student)
         gradebook.update_or_create_submission(ASSIGNMENT, student)
         grade = gradebook.find_grade("test_add", NOTEBOOK_ID, ASSIGNMENT, student)
         grade.auto_score, grade.needs_manual_grade = test_score, False
+        bonus = gradebook.find_grade("test_bonus", NOTEBOOK_ID, ASSIGNMENT, student)
+        bonus.auto_score, bonus.extra_credit, bonus.needs_manual_grade = 0.0, extra_credit, False
         gradebook.db.commit()
 
 
@@ -213,8 +242,8 @@ class Course:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
-    """alice fails the test in her own code (her report and a cell of hers also hold what would run scripts), bob's
-    extra cell printed hidden.py, carol passes; no report graded."""
+    """alice fails the test in her own code (her report and a cell of hers also hold what would run scripts) and leaves
+    the bonus as released, bob's extra cell printed hidden.py, carol passes both; no report graded."""
     root = tmp_path_factory.mktemp("feedback")
     course, grader = root / "course", root / "grader"
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
@@ -230,13 +259,14 @@ def course(tmp_path_factory) -> Course:
         "alice": (with_hostile_cells(autograded_notebook(release, "def add(a, b):\n    return a - b",
                                                          kernel_error(autograder), before=[rounds_picture()])), 0),
         "bob": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(), [printed]), TEST_POINTS),
-        "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed()), TEST_POINTS),
+        "carol": (autograded_notebook(release, "def add(a, b):\n    return a + b", passed(),
+                                      bonus=verdict.TestResult(True)), TEST_POINTS),
     }
     for student, (notebook, score) in notebooks.items():
         path = course / "autograded" / student / ASSIGNMENT / NOTEBOOK
         path.parent.mkdir(parents=True)
         nbformat.write(notebook, path)
-        record_grades(course, student, score)
+        record_grades(course, student, score, BONUS_CREDIT if student == "carol" else 0)
     run = nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
     pages = {s: page_path(course, s).read_text() for s in notebooks if page_path(course, s).is_file()}
     return Course(course, grader, run, pages)
@@ -272,7 +302,7 @@ def test_page_hides_what_students_must_not_see(course):
                  **{f"hidden line {i}": line for i, line in enumerate(HIDDEN)}}
     shown = [name for name, item in forbidden.items() if item in page or item in text]
     assert shown == [], f"alice's page must show none of these, yet shows {shown}"
-    assert "Auto-graded by the kit." in text, "the kit's verdict cell must stay on the page"
+    assert OPENING in text, "the kit's verdict cell must stay on the page"
 
 
 @pytest.mark.slow
@@ -309,6 +339,30 @@ def test_report_graded_by_hand_shows_its_score(course):
 
 
 @pytest.mark.slow
+def test_page_shows_one_total_the_kits_with_extra_credit_apart(course):
+    """nbgrader's heading would count the report (pending) and the extra credit; it shows the summary's total."""
+    alice, carol = plain(course.pages["alice"]), plain(course.pages["carol"])
+    assert f"(Score: 0.0 / {TEST_POINTS:.1f})" in alice and f"{OPENING} 0 / {TEST_POINTS} points." in alice, \
+        "alice's heading and summary must both give the required tests' total, 0 / 5"
+    assert f"(Score: {TEST_POINTS:.1f} / {TEST_POINTS:.1f})" in carol, "carol's heading must leave her extra credit out"
+    assert f"{OPENING} {TEST_POINTS} / {TEST_POINTS} points plus {BONUS_CREDIT} extra credit." in carol, \
+        "carol's summary must give the same total and say her extra credit apart"
+    totals = re.findall(r"\(Score: [\d.]+ / ([\d.]+)\)</h4>", course.pages["carol"])
+    assert totals == [f"{TEST_POINTS:.1f}"], f"the page's one heading total is out of {TEST_POINTS}; got {totals}"
+
+
+@pytest.mark.slow
+def test_a_bonus_left_as_released_reads_not_attempted(course):
+    alice, carol = plain(course.pages["alice"]), plain(course.pages["carol"])
+    assert f"test_bonus (+{BONUS_CREDIT} extra credit): {NOT_ATTEMPTED}" in alice, \
+        "alice's summary must say her bonus was not attempted, with what it is worth"
+    assert f"The kit's grading of test_bonus: {NOT_ATTEMPTED}" in alice, "her bonus test cell must say so too"
+    assert "failed (0 of" not in alice.split("test_bonus", 1)[1].split("test_add")[0] and \
+        f"of {BONUS_CREDIT} points)" not in alice, "no 'failed' verdict for a bonus left as released"
+    assert f"test_bonus (+{BONUS_CREDIT} extra credit): passed" in carol, "carol's passed bonus reads passed"
+
+
+@pytest.mark.slow
 def test_page_that_would_show_hidden_source_is_not_written(course):
     assert "bob" not in course.pages, "bob's page quotes hidden.py: nbgrader must write none"
     log = course.run.stdout + course.run.stderr
@@ -339,9 +393,9 @@ def test_generate_feedback_copies_clean_pages_and_says_why_others_are_withheld(c
 def test_generate_feedback_deletes_a_page_that_leaks(course, tmp_path, monkeypatch):
     """A leak that only the HTML shows (here: a "secret" the page's verdict cell holds) withholds the page."""
     secrets, hidden = feedback._course_guards(course.root)
-    monkeypatch.setattr(feedback, "_course_guards", lambda _: (secrets, [*hidden, "Auto-graded by the kit."]))
+    monkeypatch.setattr(feedback, "_course_guards", lambda _: (secrets, [*hidden, OPENING]))
     results = generate_feedback(course.root, tmp_path, ["alice"])
-    assert "Auto-graded by the kit." in results["alice"], \
+    assert OPENING in results["alice"], \
         f"the reason must name what the page showed; got {results['alice']!r}"
     assert not (tmp_path / "alice.html").exists(), "a leaking page must not be copied out"
     assert not page_path(course.root, "alice").exists(), "a leaking page must be deleted from nbgrader's folder"
@@ -355,6 +409,37 @@ def test_generate_feedback_names_a_student_with_no_notebook(course, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # Pure units
+
+
+def test_a_message_several_tests_failed_with_is_shown_once_naming_them():
+    """row.py's summary lists each test; the page's lists each outcome once. A bonus that failed on code its student
+    wrote stays failed, one left as released reads not attempted, and the notes stay as written."""
+    hidden_case = "failed a hidden case: no answer for case 7 of 9"
+    failed = {"test_exact": hidden_case, "test_cached_exact": hidden_case, "test_sampling": STUB,
+              "test_lookup": "drafts must come from the prompt", "test_adaptive": STUB_FAILURE}
+    tests = {test: verdict.TestResult(test not in failed, failed.get(test, "")) for test in
+             ("test_exact", "test_counts", "test_cached_exact", "test_sampling", "test_lookup", "test_adaptive")}
+    judged = verdict.Verdict(tests, not_run=["print(1)"])
+    points = {"test_exact": 12, "test_counts": 8, "test_cached_exact": 8, "test_sampling": 5, "test_lookup": 3,
+              "test_adaptive": 3}
+    extra_credit = {"test_sampling": 5, "test_lookup": 3, "test_adaptive": 3}
+    text = summary(judged, points, Grade("x", "graded", score=8, max_score=28, message="a note"), "")
+    page = summary_for_page(text, (8, 28, 0), extra_credit)
+    escaped = hidden_case.replace("_", "\\_")
+    assert page.count(escaped) == 1 and f"- `test_exact` (12 points), `test_cached_exact` (8 points): failed: " \
+        f"{escaped}" in page, f"the hidden-case message must be shown once, naming both tests; got\n{page}"
+    assert f"- `test_sampling` (+5 extra credit), `test_adaptive` (+3 extra credit): {NOT_ATTEMPTED}" in page, \
+        f"both bonuses left as released must share the not-attempted line; got\n{page}"
+    assert "- `test_lookup` (+3 extra credit): failed: drafts must come from the prompt" in page, \
+        f"a bonus whose code was written and failed stays failed; got\n{page}"
+    assert page.startswith(f"**{OPENING} 8 / 28 points.**") and "Notes: a note" in page and "- print(1)" in page, \
+        f"the opening total, the notes and the statements not run must stay; got\n{page}"
+
+
+def test_kit_total_is_the_required_tests_with_extra_credit_apart():
+    scores = {"test_add": (5.0, 5.0), "test_more": (0.0, 8.0), "report": (7.0, 10.0), "test_bonus": (2.0, 0.0)}
+    total = kit_total(scores, ["test_add", "test_more"], {"test_bonus": 2.0})
+    assert total == (5.0, 13.0, 2.0), f"the required tests' 5 / 13, the report left out, 2 extra credit; got {total}"
 
 
 def test_cleaning_drops_staff_cell_hidden_region_and_other_frames(tmp_path):
