@@ -12,7 +12,7 @@ from . import options
 
 def register(commands) -> None:
     parser = add_command(commands, "report", "write a self-contained HTML page on the class: scores, pass rates, "
-                         "common failures, speed, flags, near-identical code", "specdec-course report graded",
+                         "what the class got wrong, speed, flags, near-identical code", "specdec-course report graded",
                          [options.autograder, options.graded])
     parser.add_argument("--out", help="the page to write (default: GRADED/report.html)")
     parser.set_defaults(func=run)
