@@ -6,7 +6,10 @@ in docs/students.md, are written from there between `<!-- points -->` and `<!-- 
     text = with_table(text, table(points))                           # the block between the markers, made afresh
 
 `specdec-course build-notebook` writes both tables before it builds the notebook, and `--check` fails on a stale
-one; the report's rubric must add up to the report cell's points.
+one; the report's rubric must add up to the report cell's points. A change of the total is said, against the total
+the replaced table stated (`stated_total`) or the replaced notebook's cells (`notebook_points`):
+
+    total_change(points.total, {"docs/students.md": 100.0})   # "the total is now 102 points, was 100"
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from specdec_kit.adapters import is_graded_cell
 
 BEGIN, END = "<!-- points -->", "<!-- /points -->"
 EXTRA_CREDIT_KEY = "specdec"  # a bonus test cell's metadata: {"extra_credit": points}
@@ -46,12 +51,22 @@ class Points:
     extra_credit: dict[str, float]  # bonus test cell -> its extra credit (0 nbgrader points)
     rubric: list[float]  # the report's rubric, row by row
 
+    @property
+    def total(self) -> float:
+        """The assignment's points, extra credit aside (a bonus test cell gives 0 of nbgrader's points)."""
+        return sum(self.points.values())
+
 
 def read_points(solution_py: Path) -> Points:
     """The points of every graded cell of the jupytext source `solution_py`, and its report's rubric."""
     import jupytext
 
-    notebook = jupytext.read(solution_py)
+    return notebook_points(jupytext.read(solution_py))
+
+
+def notebook_points(notebook) -> Points:
+    """The points of every graded cell of `notebook` (an nbformat NotebookNode: jupytext's reading of the source, the
+    nbgrader source or the release), and its report's rubric."""
     points, extra, rubric = {}, {}, []
     for cell in notebook.cells:
         nbgrader = cell.metadata.get("nbgrader", {})
@@ -85,13 +100,31 @@ def table(points: Points) -> str:
             return f"`{test}` (+{points.extra_credit[test]:g} extra credit)"
         return f"{points.points[test]:g}" if test == REPORT else f"`{test}` ({points.points[test]:g})"
 
-    total = sum(points.points.values())
+    total = points.total
     parts = {part.name: sum(points.points[t] for t in part.tests) for part in PARTS[:2]}
     rows = ["| part | what you write | tests (points) |", "|---|---|---|",
             *(f"| {part.name} | {part.writes} | {', '.join(map(shown, part.tests))} |" for part in PARTS)]
     return "\n".join([*rows, "", f"{total:g} points: part 1 {parts[PARTS[0].name]:g}, part 2 {parts[PARTS[1].name]:g}, "
                       f"the report {points.points[REPORT]:g}; extra credit up to {sum(points.extra_credit.values()):g} "
                       "more."])
+
+
+def stated_total(text: str, prefix: str = "") -> float | None:
+    """The total that the points block of `text` states (its last line, "100 points: ..."); None without a block."""
+    found = re.search(rf"^{re.escape(prefix)}{re.escape(BEGIN)}\n.*?^{re.escape(prefix)}(\d+(?:\.\d+)?) points:.*?"
+                      rf"^{re.escape(prefix)}{re.escape(END)}$", text, re.M | re.S)
+    return float(found.group(1)) if found else None
+
+
+def total_change(total: float, was: dict[str, float | None]) -> str | None:
+    """The note "the total is now 102 points, was 100", where `was` maps each replaced file to the total it stated
+    (None: unknown); None when every file stated `total` already. Files that stated different totals are named."""
+    before = {name: old for name, old in was.items() if old is not None}
+    if not before or all(old == total for old in before.values()):
+        return None
+    if len(set(before.values())) == 1:
+        return f"the total is now {total:g} points, was {next(iter(before.values())):g}"
+    return f"the total is now {total:g} points, was " + ", ".join(f"{old:g} in {name}" for name, old in before.items())
 
 
 def with_table(text: str, block: str, prefix: str = "") -> str:
@@ -103,3 +136,9 @@ def with_table(text: str, block: str, prefix: str = "") -> str:
         raise ValueError(f"no {BEGIN} ... {END} block to write the points table in")
     body = "".join(f"{prefix}{line}".rstrip() + "\n" for line in block.splitlines())
     return pattern.sub(lambda m: m.group(1) + body + m.group(2), text, count=1)
+
+
+def extra_credit(notebook) -> dict[str, float]:
+    """Extra credit of every bonus test cell of `notebook`, by grade_id (its EXTRA_CREDIT_KEY metadata)."""
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata[EXTRA_CREDIT_KEY]["extra_credit"])
+            for c in notebook.cells if is_graded_cell(c) and EXTRA_CREDIT_KEY in c.metadata}

@@ -79,6 +79,21 @@ def release(solution: Path, out_dir: Path, config: course_config.CourseConfig | 
     return target
 
 
+def points_note(solution: Path, replaced: Path) -> str | None:
+    """The note "the total is now 102 points, was 100" where a release of `solution` moves the assignment's total from
+    that of `replaced`, the release notebook it replaces (assignment/'s, or a previous export's); None where the total
+    stays, or `replaced` is no notebook with points (a first release)."""
+    import nbformat
+
+    from .points import notebook_points, total_change
+
+    try:
+        was = notebook_points(nbformat.read(replaced, as_version=4)).total
+    except (OSError, ValueError, KeyError, AttributeError):  # none there, or not a notebook the kit wrote
+        return None
+    return total_change(notebook_points(nbformat.read(solution, as_version=4)).total, {str(replaced): was})
+
+
 def is_current(solution: Path, out_dir: Path, config: course_config.CourseConfig | None = None) -> bool:
     target = out_dir / NOTEBOOK
     return target.is_file() and target.read_text() == render_release(solution, config)

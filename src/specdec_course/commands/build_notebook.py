@@ -1,5 +1,12 @@
 """`specdec-course build-notebook`: the points tables written from the cells' headers (authoring/points.py), then the
-.ipynb files built from their jupytext .py twins (authoring/notebooks.py)."""
+.ipynb files built from their jupytext .py twins (authoring/notebooks.py).
+
+A points change that moves the total is said in the line that names the tables written ("the total is now 102
+points, was 100: wrote the points tables of solutions/speculative_decoding.py and docs/students.md"). "Was" is the
+total the replaced tables stated: the last build wrote them from the headers, and an edit of a header alone leaves
+them as they were, whereas the paired .ipynb may already hold the new points (Jupyter saves both files of a
+jupytext pair).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..authoring.notebooks import build_notebook, ipynb_path, notebook_is_current
-    from ..authoring.points import problems, read_points, table, with_table
+    from ..authoring.points import problems, read_points, stated_total, table, total_change, with_table
 
     points = read_points(Path(args.scripts[0]))
     found = problems(points)
@@ -31,16 +38,22 @@ def run(args: argparse.Namespace) -> int:
         print("; ".join(found), file=sys.stderr)
         return 1
     block = table(points)
+    stale = {}  # page -> (its text with the table written, the total its old table stated)
     for path, prefix in [*((Path(script), "# ") for script in args.scripts), (Path(args.docs), "")]:
         text = path.read_text()
         written = with_table(text, block, prefix)
-        if args.check and written != text:
-            print(f"the points table of {path} is stale: run specdec-course build-notebook {' '.join(args.scripts)}",
-                  file=sys.stderr)
-            return 1
         if written != text:
-            path.write_text(written)
-            print(f"wrote the points table of {path}")
+            stale[path] = written, stated_total(text, prefix)
+    change = total_change(points.total, {str(path): was for path, (_, was) in stale.items()})
+    tables = f"the points table{'s' if len(stale) > 1 else ''} of {_listed([str(path) for path in stale])}"
+    if args.check and stale:
+        print(f"{tables} {'are' if len(stale) > 1 else 'is'} stale{f' ({change})' if change else ''}: run "
+              f"specdec-course build-notebook {' '.join(args.scripts)}", file=sys.stderr)
+        return 1
+    for path, (written, _) in stale.items():
+        path.write_text(written)
+    if stale:  # one line: a new total and every page it changed, docs/students.md included
+        print(f"{f'{change}: ' if change else ''}wrote {tables}")
     for script in args.scripts:
         if args.check:
             if not notebook_is_current(script):
@@ -50,3 +63,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"wrote {build_notebook(script)}")
     return 0
+
+
+def _listed(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -1,9 +1,13 @@
 """`specdec-course catalogue`: the catalogue's table for docs/instructors.md, or which tests entries lose by the
-checks alone (selftest/losses.py), to write an entry's `fails` before the selftest grades it."""
+checks alone (selftest/losses.py), to write an entry's `fails` before the selftest grades it. --losses takes minutes
+an entry: a bar on stderr counts the entries, another the tests of the one under way; what each loses goes to stdout
+as it is known."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,21 +36,25 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in args.losses if name not in entries]
     if unknown:
         raise ValueError(f"--losses: no catalogue entry {', '.join(unknown)}; the entries: {', '.join(entries)}")
+    from tqdm.auto import tqdm
+
     from ..selftest.losses import losses, timed_only
 
     agree = True
-    with tempfile.TemporaryDirectory() as work:
-        for name in args.losses:
+    with tempfile.TemporaryDirectory() as work, tqdm(args.losses, desc="catalogue --losses", unit="entry") as bar:
+        for name in bar:
+            bar.set_postfix_str(name)
             entry = entries[name]
-            found = losses(entry, Path(args.autograder), Path(args.solution), Path(work))
+            with contextlib.redirect_stdout(sys.stderr):  # the notebook's prints as it loads, the entry's own
+                found = losses(entry, Path(args.autograder), Path(args.solution), Path(work), progress=True)
             timed = timed_only(entry, found)
             lost = sorted(found)
-            print(f"{name} ({entry.kind}) loses {', '.join(lost) or 'nothing'}"
-                  + (f", and by timing alone {', '.join(sorted(timed))}" if timed else ""))
-            for test in lost:
-                print(f"  {test}: {found[test].splitlines()[0][:200]}")
+            lines = [f"{name} ({entry.kind}) loses {', '.join(lost) or 'nothing'}"
+                     + (f", and by timing alone {', '.join(sorted(timed))}" if timed else ""),
+                     *(f"  {test}: {found[test].splitlines()[0][:200]}" for test in lost)]
             if set(lost) | timed != set(entry.fails):
                 agree = False
-                print(f"  its fails say {', '.join(sorted(entry.fails)) or 'nothing'}: make them "
-                      f"{lost + sorted(timed)}")
+                lines.append(f"  its fails say {', '.join(sorted(entry.fails)) or 'nothing'}: make them "
+                             f"{lost + sorted(timed)}")
+            bar.write("\n".join(lines), file=sys.stdout)  # above the bars, which stay on stderr
     return 0 if agree else 1

@@ -1,4 +1,5 @@
-"""`specdec-course export`: the class's grades for the LMS (lms.py)."""
+"""`specdec-course export`: the class's grades for the LMS (lms.py): a bar on stderr over its steps (nbgrader's
+gradebook read, the CSV written), what it wrote on stdout."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from specdec_kit.cli import add_command
 
 from . import options
+from .release import step, steps
 
 
 def register(commands) -> None:
@@ -28,18 +30,26 @@ def run(args: argparse.Namespace) -> int:
     from ..platforms import lms
 
     graded = Path(args.graded)
+    if not (graded / "grades.csv").is_file():  # refused in one line, before the bar
+        raise ValueError(f"{graded} holds no grades.csv: run specdec-course autograde --out {graded} first")
+    if args.template and not Path(args.template).is_file():
+        raise ValueError(f"--template: {args.template} does not exist")
     deadline = load_config(Path(args.autograder)).deadline
     roster = read_roster(Path(args.roster), args.roster_column) if args.roster else None
-    grades = lms.class_grades(graded, deadline, roster)
     out = Path(args.out)
-    if args.template:
-        unlisted = lms.fill_canvas(Path(args.template), grades, out, args.column)
-        if unlisted:
-            print(f"not in the Canvas template, so not exported ({len(unlisted)}): {', '.join(unlisted)}")
-    else:
-        lms.write_gradescope(grades, out)
+    with steps(2, "export") as bar:
+        with step(bar, "the class's grades, from nbgrader's gradebook"):
+            grades = lms.class_grades(graded, deadline, roster)
+        with step(bar, "the Canvas template filled in" if args.template else "Gradescope's score import"):
+            if args.template:
+                unlisted = lms.fill_canvas(Path(args.template), grades, out, args.column)
+            else:
+                unlisted = []
+                lms.write_gradescope(grades, out)
+    if unlisted:
+        print(f"not in the Canvas template, so not exported ({len(unlisted)}): {', '.join(unlisted)}")
     pending = [g.student for g in grades if g.manual is None]
-    late = [g.student for g in grades if g.late_by]
+    late = [g.student for g in grades if g.late]
     print(f"wrote {out}: {len(grades)} students, {len(late)} late (due {deadline.due.isoformat()}, "
           f"{deadline.grace_minutes} min grace), {len(pending)} with a hand-graded part pending"
           + (f" ({', '.join(pending)}: their totals hold the auto-graded points only)" if pending else ""))

@@ -1,9 +1,14 @@
 """`specdec-course release`: the student notebook and the visible checks' answers (release.py, answers.py), or,
-with --student-repo, the tree published to students, rendered for it without touching the checkout."""
+with --student-repo, the tree published to students, rendered for it without touching the checkout.
+
+A release takes minutes (docs/benchmarks.md): a bar on stderr counts its steps and names the one under way, the
+answers' own bar below it; stdout keeps what was written, with the new total where a points change moved it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -39,34 +44,64 @@ def run(args: argparse.Namespace) -> int:
     if args.student_repo:
         return export(solution, autograder, Path(args.student_repo), config, check=args.check, out_dir=out_dir)
     if args.check:
-        return 0 if current(solution, out_dir, autograder, config) else 1
-    step("the student notebook, with nbgrader")
-    notebook = release.release(solution, out_dir, config)
-    step("the visible checks' answers, from the solution")
-    print(f"wrote {notebook} and {answers.write_answers(solution, autograder)}")
+        with steps(2, "release --check") as bar:
+            stale = current(solution, out_dir, autograder, config, bar)
+        return check_verdict(stale, out_dir)
+    note = release.points_note(solution, out_dir / release.NOTEBOOK)  # before the notebook it reads is replaced
+    with steps(2, "release") as bar:
+        with step(bar, "the student notebook, with nbgrader"):
+            notebook = release.release(solution, out_dir, config)
+        with step(bar, "the visible checks' answers, from the solution"):
+            written = answers.write_answers(solution, autograder)
+    print(f"wrote {notebook} and {written}" + (f"; {note}" if note else ""))
     return 0
 
 
-def step(what: str) -> None:
-    """A line on stderr as each step starts: a release takes minutes (docs/benchmarks.md)."""
-    print(f"release: {what}", file=sys.stderr, flush=True)
+@contextlib.contextmanager
+def steps(total: int, command: str):
+    """A bar on stderr over the `total` steps of `command`. What the steps print goes to stderr too (the solution
+    prints its pair as the answers load it), so that stdout holds only what the command says after the bar."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=command, unit="step") as bar, contextlib.redirect_stdout(sys.stderr):
+        yield bar
 
 
-def current(solution: Path, out_dir: Path, autograder: Path, config) -> bool:
-    """Whether the committed release notebook and answers equal a fresh release's, saying which are stale."""
+@contextlib.contextmanager
+def step(bar, what: str):
+    """One step of the command's bar: named while it runs, counted when it ends."""
+    bar.set_postfix_str(what)
+    yield
+    bar.update()
+
+
+def current(solution: Path, out_dir: Path, autograder: Path, config, bar) -> str | None:
+    """None where the committed release notebook and answers equal a fresh release's, else which are stale (with the
+    new total where it moved); two steps of `bar`."""
     from ..authoring import answers, release
 
-    step("checking the student notebook against a fresh one")
-    notebook_fresh = release.is_current(solution, out_dir, config)
-    step("checking the visible checks' answers against the solution's")
-    stale = [str(path) for path, fresh in (
-        (out_dir / release.NOTEBOOK, notebook_fresh),
-        (answers.ANSWERS_FILE, answers.answers_current(solution, autograder))) if not fresh]
+    with step(bar, "checking the student notebook against a fresh one"):
+        notebook_fresh = release.is_current(solution, out_dir, config)
+    with step(bar, "checking the visible checks' answers against the solution's"):
+        answers_fresh = answers.answers_current(solution, autograder)
+    stale = [str(path) for path, fresh in ((out_dir / release.NOTEBOOK, notebook_fresh),
+                                           (answers.ANSWERS_FILE, answers_fresh)) if not fresh]
+    if not stale:
+        return None
+    note = None if notebook_fresh else release.points_note(solution, out_dir / release.NOTEBOOK)
+    return f"{' and '.join(stale)} stale{f' ({note})' if note else ''}"
+
+
+def check_verdict(stale: str | None, out_dir: Path) -> int:
+    """current()'s finding, printed once its bar is closed: on stderr what is stale, else on stdout that all is
+    current; the exit status."""
+    from ..authoring import answers, release
+
     if stale:
-        print(f"{' and '.join(stale)} stale: run specdec-course release", file=sys.stderr)
-        return False
+        print(f"{stale}: run specdec-course release", file=sys.stderr)
+        return 1
     print(f"{out_dir / release.NOTEBOOK} and {answers.ANSWERS_FILE.name} are current")
-    return True
+    return 0
 
 
 def export(solution: Path, autograder: Path, dest: Path, config, check: bool, out_dir: Path) -> int:
@@ -76,14 +111,20 @@ def export(solution: Path, autograder: Path, dest: Path, config, check: bool, ou
 
     created = not (dest / release.MANIFEST).is_file()
     release.previous_export(dest)  # refuses a directory it may not write, before nbgrader runs
-    if check and not current(solution, out_dir, autograder, config):
+    note = release.points_note(solution, dest / release.NOTEBOOK)  # against the notebook students have now
+    with steps(3 + 2 * check, "release --student-repo") as bar:
+        stale = current(solution, out_dir, autograder, config, bar) if check else None
+        if not stale:
+            with tempfile.TemporaryDirectory() as scratch:
+                with step(bar, "the student notebook, with nbgrader"):
+                    notebook = release.release(solution, Path(scratch), config)
+                with step(bar, "the visible checks' answers, from the solution"):
+                    rendered = answers.render_answers(solution, autograder)
+                with step(bar, "the student tree, checked"):
+                    tree = release.export_student_tree(Path("."), notebook, dest, release.student_readme(config),
+                                                       rendered)
+    if check and check_verdict(stale, out_dir):
         return 1
-    with tempfile.TemporaryDirectory() as scratch:
-        step("the student notebook, with nbgrader")
-        notebook = release.release(solution, Path(scratch), config)
-        step("the student tree and its answers")
-        tree = release.export_student_tree(Path("."), notebook, dest, release.student_readme(config),
-                                           answers.render_answers(solution, autograder))
     print(f"exported the student repository to {tree}, {'created' if created else 'updated in place'} (checked: no "
-          "solution, hidden test, instructor package or autograder file)")
+          "solution, hidden test, instructor package or autograder file)" + (f"; {note}" if note else ""))
     return 0

@@ -1,4 +1,5 @@
-"""`specdec-course selftest`: the solution, the blank release and the catalogue graded (selftest.py)."""
+"""`specdec-course selftest`: the solution, the blank release and the catalogue graded (selftest.py): its progress on
+stderr, a bar over the submissions with a line for each as it finishes; the table and the verdict on stdout."""
 
 from __future__ import annotations
 
@@ -39,9 +40,12 @@ def run(args: argparse.Namespace) -> int:
         load = os.getloadavg()[0]
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
-        print(table.rename(columns={"name": "submission", "named_by": "tests that named it",
-                                    "vs_hf_assisted": "speed"})
+        print(table.drop(columns="problems")
+              .rename(columns={"name": "submission", "named_by": "tests that named it", "vs_hf_assisted": "speed"})
               .to_string(index=False, na_rep="-", formatters={"seconds": "{:.0f}".format, "speed": "{:.2f}x".format}))
+    for outcome in outcomes:
+        if outcome.problems:
+            print(f"{outcome.name} is not as expected: {'; '.join(outcome.problems)}")
     print(f"{int(table.ok.sum())}/{len(table)} submissions graded as expected; "
           f"median {table.seconds.median():.0f} s per submission; the machine's load at the end {load:.1f} "
           f"({os.cpu_count()} cores{f', {args.load} other batches' if args.load else ''})")

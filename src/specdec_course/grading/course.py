@@ -14,7 +14,7 @@ import nbformat
 from specdec_kit import zoo
 from specdec_kit.adapters import is_graded_cell
 
-from ..authoring.points import EXTRA_CREDIT_KEY
+from ..authoring.points import extra_credit
 from ..authoring.release import render_release
 from ..core import config as course_config
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
@@ -157,14 +157,13 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
 
 def prepare_zoo() -> None:
     """Build the zoo pairs grading loads before any job starts, so parallel jobs never wait on it, readable by the
-    sandboxes' users (a pair's folders are built private), except their weights: those only a notebook's kernel reads
-    (its visible tests run them); the verdict's models, the timing pair's too, run in the grading process
-    (`models.py`)."""
+    sandboxes' users (a pair's folders are built private), except the check pairs' weights: those only a notebook's
+    kernel reads (its visible tests run them); the verdict's models run in the grading process (`models.py`)."""
     for pair in GRADING_PAIRS:
         target, _ = zoo.materialize(pair)
         for path in [target.parent, *target.parent.rglob("*")]:
             path.chmod(path.stat().st_mode | (0o755 if path.is_dir() else 0o644))
-        if os.geteuid() == 0:
+        if pair in CHECK_PAIRS and os.geteuid() == 0:
             box.restrict_weights([target.parent])
 
 
@@ -179,11 +178,6 @@ def course_extra_credit(course: Path) -> dict[str, float]:
     """Extra credit of every bonus test cell, by grade_id: the cell's `specdec.extra_credit` metadata. Its nbgrader
     points are 0, so the assignment's maximum stays what the required parts give."""
     return extra_credit(nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4))
-
-
-def extra_credit(notebook: nbformat.NotebookNode) -> dict[str, float]:
-    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata[EXTRA_CREDIT_KEY]["extra_credit"])
-            for c in notebook.cells if is_graded_cell(c) and EXTRA_CREDIT_KEY in c.metadata}
 
 
 def hand_graded_cells(course: Path) -> list[str]:

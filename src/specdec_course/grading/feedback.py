@@ -52,6 +52,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from specdec_kit.adapters import is_test_cell
 
+from ..authoring.points import extra_credit
 from ..core.nbgrader_course import (
     ASSIGNMENT,
     FORBIDDEN_TEXT,
@@ -373,7 +374,6 @@ class CleanFeedback(NbGraderPreprocessor):
     def course_tests(self) -> tuple[list[str], dict[str, float]]:
         """The required test cells and the bonus ones' extra credit, from the course's source notebook: a student's
         own cell metadata could say otherwise."""
-        from .course import extra_credit  # course.py imports this module
 
         source = nbformat.read(Path(self.course_root) / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
         bonus = extra_credit(source)

@@ -6,18 +6,24 @@ bugs, each expected to lose exactly the points of the tests that name it, and co
 written differently from the reference, expected to lose nothing (or only the tests they declare).
 A submission is the solution notebook with the catalogue entry's edits applied, solution markers and
 hidden tests removed, as a student would hand it in.
+
+Grading the whole catalogue takes tens of minutes (docs/benchmarks.md): a bar on stderr counts the submissions graded,
+with a line for each as it finishes (its score, and whether it lost the tests its entry names); the rows are returned.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from tqdm.auto import tqdm
 
 from specdec_kit import settings
 
@@ -26,6 +32,8 @@ from ..grading import course as grading_course
 from ..grading import gradebook, row
 from ..grading.collect import Submission
 from .catalogue import Entry, load_catalogue, make_submission
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,20 +45,22 @@ class SelftestRow:
     ok: bool
     seconds: float
     vs_hf_assisted: float | None  # the speed test's measured ratio, when it got that far
+    problems: tuple[str, ...] = ()  # why the row is not as expected
 
 
 def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, workdir: Path,
                  timeout: int | None = None, only: list[str] | None = None, jobs: int = 1,
-                 progress=print, sandboxed: bool = True) -> list[SelftestRow]:
-    """Grade the solution, the blank release and the catalogue in one batch; one row per submission."""
+                 sandboxed: bool = True) -> list[SelftestRow]:
+    """Grade the solution, the blank release and the catalogue in one batch; one row per submission, in the
+    catalogue's order (solution first, blank last)."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
     os.environ[settings.SELFTEST] = "1"  # the grader's speed test times one repeat
     gradebook.clear_course(workdir)
     course = workdir / "course"
     started = time.perf_counter()
     setup = grading_course.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
-    progress(f"the submissions' code runs under isolation {setup.limits_held!r}")
-    progress(f"course and zoo ready in {time.perf_counter() - started:.0f} s")
+    log.info("the submissions' code runs under isolation %r; course and zoo ready in %.0f s", setup.limits_held,
+             time.perf_counter() - started)
     catalogue = [e for e in load_catalogue(autograder_dir) if not only or e.name in only]
     entries = [Entry("solution", "the reference solution")] + catalogue
     submissions = workdir / "submissions"
@@ -63,28 +73,44 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     entries.append(blank)
     feedback_dir = workdir / "feedback"
     batch = [Submission(entry.name, submissions / f"{entry.name}.ipynb") for entry in entries]
-    grades = grading_batch.grade_all(course, batch, setup, feedback_dir,
-                                     progress=lambda r: progress(f"graded {_row(r).student}"))
+    fails = {entry.name: entry.fails for entry in entries}
+    with tqdm(total=len(batch), desc="selftest", unit="submission") as bar:
+        def graded(result: row.Graded | row.Grade) -> None:
+            grade = result.grade if isinstance(result, row.Graded) else result
+            lost, expected = _lost(grade, full), sorted(fails[grade.student])
+            verdict = (f"lost {_tests(lost)} (as expected)" if lost == expected else  # a mismatch names every test
+                       f"lost {', '.join(lost) or 'nothing'}, expected {', '.join(expected) or 'nothing'}")
+            bar.write(f"graded {grade.student} in {grade.seconds:.0f} s: {_got(grade)}, {verdict}", file=sys.stderr)
+            bar.update()
+            bar.set_postfix_str(grade.student if bar.n < bar.total else "the gradebook and the feedback pages")
+
+        grades = grading_batch.grade_all(course, batch, setup, feedback_dir, progress=graded)
     outcomes = []
     for entry, result in zip(entries, grades):
-        lost = sorted(c for c in full if result.tests.get(c, 0.0) < full[c])
-        expected = sorted(entry.fails)
+        lost, expected = _lost(result, full), sorted(entry.fails)
         problems = _feedback_problems(feedback_dir / f"{entry.name}.html", entry.message)
         if result.status != "graded" or result.message:  # an error, or feedback withheld for a leak
             problems.append(f"{result.status}: {result.message}")
         elif lost != expected:
             problems.append(f"expected to lose {expected or '-'}")
-        got = (f"{result.score:g}/{result.max_score:g} +{result.extra_credit:g}" if result.status == "graded"
-               else result.status)
         outcomes.append(SelftestRow(entry.name, "full marks" if not expected else f"loses {len(expected)} tests",
-                                got, ", ".join(lost) or "-", not problems, result.seconds, result.vs_hf_assisted))
-        progress(f"{entry.name}: {'ok' if not problems else 'MISMATCH'} ({result.seconds:.0f} s) {got}; "
-                 f"lost: {lost or '-'}" + "".join(f"; {p}" for p in problems))
+                                    _got(result), ", ".join(lost) or "-", not problems, result.seconds,
+                                    result.vs_hf_assisted, tuple(problems)))
     return outcomes
 
 
-def _row(result) -> row.Grade:
-    return result.grade if isinstance(result, row.Graded) else result
+def _lost(grade: row.Grade, full: dict[str, float]) -> list[str]:
+    """The tests `grade` did not give full marks."""
+    return sorted(c for c in full if grade.tests.get(c, 0.0) < full[c])
+
+
+def _tests(tests: list[str]) -> str:
+    """The tests, or how many when there are more than three (the blank release loses all of them)."""
+    return "nothing" if not tests else ", ".join(tests) if len(tests) < 4 else f"{len(tests)} tests"
+
+
+def _got(grade: row.Grade) -> str:
+    return f"{grade.score:g}/{grade.max_score:g} +{grade.extra_credit:g}" if grade.status == "graded" else grade.status
 
 
 def _feedback_problems(page: Path, message: str) -> list[str]:

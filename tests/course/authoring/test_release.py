@@ -7,9 +7,11 @@ import subprocess
 import sys
 from datetime import timedelta
 
+import nbformat
 import pytest
 
 from specdec_course.authoring import answers, release
+from specdec_course.authoring.points import notebook_points
 from specdec_course.cli import main
 from specdec_course.core import config as course_config
 from specdec_course.core import pins
@@ -208,3 +210,48 @@ def test_time_notebook_records_one_total_at_a_time(tmp_path):
     assert release.run_seconds(path) == {"blank": (20, 10), "finished": (20, 10)}
     record_time(path, "blank", "warm", 7.2, "again")
     assert release.run_seconds(path)["blank"] == (20, 7), "a new measurement replaces its own total only"
+
+
+def test_release_shows_its_steps_on_stderr_and_says_how_the_total_moved(tmp_path, capsys, monkeypatch):
+    """nbgrader and the answers replaced by stand-ins: each release draws its bar of steps on stderr (with what the
+    steps print) and prints one line on stdout, which gives the new total and the old where the solution's points
+    moved from those of the notebook it replaces (assignment/'s, or the student repository's)."""
+    autograder = write_config(tmp_path, student_repo='"cs999/specdec"')
+    monkeypatch.setattr(release, "render_release", lambda solution, config: RELEASE.read_text())
+    loading = "device cpu, pair tiny"  # what the solution prints as the answers load it: not a result
+
+    def render_answers(solution, autograder):
+        print(loading)
+        return '{"answers": "rendered"}\n'
+
+    def write_answers(solution, autograder):
+        render_answers(solution, autograder)
+        return tmp_path / "answers.json"
+
+    monkeypatch.setattr(answers, "render_answers", render_answers)
+    monkeypatch.setattr(answers, "write_answers", write_answers)
+    monkeypatch.chdir(REPO)
+    raised = nbformat.read(REPO / "solutions" / release.NOTEBOOK, as_version=4)
+    was = notebook_points(raised).total
+    next(c for c in raised.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_exact"
+         ).metadata["nbgrader"]["points"] += 2
+    nbformat.write(raised, tmp_path / "raised.ipynb")
+    note = f"the total is now {was + 2:g} points, was {was:g}"
+
+    def run(argv: list[str], steps: str, said: str) -> None:
+        assert main(argv) == 0, f"{argv} should succeed"
+        printed = capsys.readouterr()
+        assert printed.err.startswith("\rrelease") and steps in printed.err, (
+            f"{argv}: stderr should hold the bar of its steps, {steps} at the end: {printed.err!r}")
+        assert loading in printed.err and len(printed.out.splitlines()) == 1 and said in printed.out, (
+            f"{argv}: stdout should be one line saying {said!r}: {printed.out!r}")
+        assert (note in printed.out) == (said == note), f"the note only where the total moved: {printed.out!r}"
+
+    student = ["release", "--autograder", autograder, "--student-repo", str(tmp_path / "student")]
+    run(student, "3/3", "created")
+    run([*student, "--solution", str(tmp_path / "raised.ipynb")], "3/3", note)
+    out = ["release", "--autograder", autograder, "--out", str(tmp_path / "out"), "--solution",
+           str(tmp_path / "raised.ipynb")]
+    run(out, "2/2", "wrote")  # no notebook in --out before: nothing to compare with
+    shutil.copy(RELEASE, tmp_path / "out" / release.NOTEBOOK)  # the committed release, at the old total
+    run(out, "2/2", note)
