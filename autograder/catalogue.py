@@ -6,8 +6,11 @@ only what its description says it gives up) and `fails`, the graded tests it mus
 auto-graded test must give full marks. `specdec-course catalogue --losses NAME` prints which tests an entry loses
 before its `fails` is written. `message` is text of the check's verdict that the student's feedback page must
 show; a bug's `messages` give, for each test it loses (the speed test's timing aside), the words that test's
-message must hold: the cause where the test can see it, else what it saw of it. Bugs come from the course's three
-student reports; `slow_rounds` stands in for any slowness the checks cannot see.
+message must hold: the cause where the test can see it, else what it saw of it. A round that emits no token has one
+of two causes, named in `specdec_kit.timing.CAUSE_WORDS`' words (a verifier's slice that starts one position late,
+or a target's token dropped): a bug's messages name its own, and its tests' messages never the other
+(tests/course/selftest/test_catalogue.py). Bugs come from the course's three student reports; `slow_rounds` stands
+in for any slowness the checks cannot see.
 
 test_speedup: decoders with working caches measure well above the bar of 0.75x HF assisted generation
 (autograder/config.toml) and `slow_rounds` well below it, as the selftest's `speed` column shows
@@ -84,7 +87,7 @@ CATALOGUE = [
         "message": "a round that emits no token",
         "messages": dict.fromkeys(["test_exact", "test_eos_and_budget", "test_counts", "test_cached_exact",
                                    "test_cache_use", "test_sampling", "test_lookup", "test_adaptive"],
-                                  "a round that emits no token"),
+                                  "the loop drops the target's own token"),
     },
     {
         "name": "accepted_past_eos",

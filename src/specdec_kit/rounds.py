@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .result import DecodeResult
-from .timing import ForwardCall, ForwardRecorder
+from .timing import DROPPED, EITHER, LATE, ForwardCall, ForwardRecorder, no_token_cause
 
 FOLD = 20  # rounds shown before the rest fold away
 STYLE = """<style>
@@ -31,14 +31,19 @@ STYLE = """<style>
 .sd-prompt{color:#666;font-style:italic}.sd-accepted{background:#c8f0c8}
 .sd-rejected{background:#f6c4c4;text-decoration:line-through}.sd-unverified{color:#aaa;background:#f2f2f2}
 .sd-correction{background:#bcd4f6;font-weight:bold}.sd-bonus{background:#e2c8f2;font-weight:bold}
-.sd-end{color:#fff;background:#555;font-size:11px}
+.sd-end{color:#fff;background:#555;font-size:11px}.sd-none{color:#a00;border:1px dashed #a00;font-size:11px}
 .sd-rounds tr.expected td{border-bottom:1px solid #eee}.sd-rounds tr.sd-first td{background:#fff6d6}
 .sd-rounds tr.sd-first.yours td:first-child{border-left:3px solid #d33}
 </style>"""
 LEGEND = [("sd-prompt", "prompt (its tail)"), ("sd-accepted", "accepted draft"),
           ("sd-rejected", "first rejected draft"), ("sd-unverified", "drafts after it, never verified"),
           ("sd-correction", "target's correction"), ("sd-bonus", "target's bonus token (all drafts accepted)"),
-          ("sd-end", "EOS / budget reached")]
+          ("sd-end", "EOS / budget reached"), ("sd-none", "no token, and why")]
+NO_TOKEN = {  # a round of a decode that never returned which emitted no token, by its cause (`timing.no_token_cause`)
+    LATE: "no token: its verifier's slice of the target's logits starts at L, one position late",
+    DROPPED: "no token: the target's own token dropped, its verifier's slice being right",
+    EITHER: "no token: the target's own token dropped, or a verifier's slice from L (the rounds do not show which)",
+}
 
 
 @dataclass
@@ -49,6 +54,7 @@ class Round:
     target_token: int | None  # the correction or the bonus token; None when EOS ended the text in the drafts
     forwards: dict[str, int]  # forward calls of each model in this round (empty: not seen)
     cache_after: dict[str, int | None]  # positions each cache held after the rollback (None: not seen)
+    cause: str = ""  # why it emitted no token, a key of NO_TOKEN, where the decode got stuck in it
 
     @property
     def bonus(self) -> bool:
@@ -220,7 +226,7 @@ def _round_text(rounds: Rounds, number: int) -> str:
     else:
         drafts = " ".join(word(t) if i < r.accepted else f"~{word(t)}~" if i == r.accepted else f"({word(t)})"
                           for i, t in enumerate(r.drafts)) or "no drafts"
-    added = "nothing" if r.target_token is None else \
+    added = (f"nothing ({NO_TOKEN[r.cause]})" if r.cause in NO_TOKEN else "nothing") if r.target_token is None else \
         f"{word(r.target_token)} ({'bonus' if r.bonus else 'correction'})"
     caches = " ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
     return f"k={r.proposed} accepted {r.accepted}: {drafts} + {added}" + (f" · caches {caches}" if caches else "")
@@ -235,7 +241,8 @@ def _describe(rounds: Rounds, number: int) -> str:
         return "has no such round"
     r = rounds.rounds[number]
     drafts = "?" if r.drafts is None else [rounds.decode([t]) for t in r.drafts]
-    target = "nothing" if r.target_token is None else repr(rounds.decode([r.target_token]))
+    target = repr(rounds.decode([r.target_token])) if r.target_token is not None else \
+        f"nothing ({NO_TOKEN[r.cause]})" if r.cause in NO_TOKEN else "nothing"
     return (f"drafts {drafts}, accepts {r.accepted} and adds {target}"
             + (f" ({'a bonus token' if r.bonus else 'a correction'})" if r.target_token is not None else ""))
 
@@ -263,6 +270,8 @@ def _round_row(rounds: Rounds, number: int, label: str = "") -> str:
         cells.append(_token(rounds, r.target_token, "sd-bonus" if r.bonus else "sd-correction"))
     if number == len(rounds.rounds) - 1 and rounds.ended:
         cells.append(f"<span class='sd-tok sd-end'>{rounds.ended}</span>")
+    if r.target_token is None and r.cause in NO_TOKEN:
+        cells.append(f"<span class='sd-tok sd-none'>{html.escape(NO_TOKEN[r.cause])}</span>")
     caches = " · ".join(f"{role[0]} {held}" for role, held in r.cache_after.items() if held is not None)
     margin = (f"k={r.proposed} accepted {r.accepted}"
               + (f" · forwards t {r.forwards['target']} d {r.forwards['draft']}" if r.forwards else "")
@@ -289,17 +298,21 @@ def _folded(lines: list[str], head: int) -> str:
 def verified_rounds(prompt_ids: list[int], verified: list[dict], decode) -> Rounds:
     """The rounds of a decode that never returned, as its verifier returned them (`timing.VerifyCall.record`: the
     text's length, the drafts, n_accepted, next_token), up to the first that added nothing to the text: the rounds
-    it completed, and the one it was stuck in. Forwards and caches are not known."""
+    it completed, and the one it was stuck in, marked with its cause (a token its verifier returned counts as
+    dropped there). Forwards and caches are not known."""
     rounds, tokens = [], []
     for number, record in enumerate(verified):
         drafts, next_ids = record.get("drafts") or [], record.get("next") or []
         accepted = min(max(record.get("accepted") or 0, 0), len(drafts))
-        rounds.append(Round(list(drafts), len(drafts), accepted, next_ids[0] if next_ids else None, {},
-                            {"target": None, "draft": None}))
-        tokens += [*drafts[:accepted], *next_ids[:1]]
         later = verified[number + 1]["text"] if number + 1 < len(verified) else None
-        if later is not None and later == record.get("text"):
-            break  # the text stopped growing: every later round repeats this one
+        stalled = later is not None and later == record.get("text")  # every later round repeats this one
+        kept = [] if stalled else next_ids[:1]
+        cause = no_token_cause(verified[:number + 1]) if not kept and (stalled or later is None) else ""
+        rounds.append(Round(list(drafts), len(drafts), accepted, kept[0] if kept else None, {},
+                            {"target": None, "draft": None}, cause))
+        tokens += [*drafts[:accepted], *kept]
+        if stalled:
+            break
     result = DecodeResult("", tokens, [r.proposed for r in rounds], [r.accepted for r in rounds])
     return Rounds(list(prompt_ids), result, rounds, "", decode, "the decode never returned: its rounds as its "
                                                                 "verifier returned them, up to the one it was stuck in")

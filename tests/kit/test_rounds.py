@@ -208,3 +208,40 @@ def test_the_rounds_command_writes_a_page(tmp_path, capsys):
     page, printed = out.read_text(), capsys.readouterr().out
     rounds = int(printed.split(" rounds,")[0].rsplit(" ", 1)[1])
     assert page.count("<tr class='round'>") == rounds and f"wrote {out}" in printed, printed
+
+
+def stuck_in(*records: dict):
+    """The rounds of a decode that never returned, from its verifier's records (`VerifyCall.record`)."""
+    from specdec_kit.rounds import verified_rounds
+
+    return verified_rounds([1, 2], list(records), lambda ids: "".join(f"<{i}>" for i in ids))
+
+
+def test_a_stuck_round_is_marked_with_the_cause_its_rounds_show():
+    """The round a decode got stuck in: its verifier's token dropped by the loop (the next round ran on the same
+    text), a verifier whose earlier rounds fit a slice one position late, or rounds that fit either."""
+    from specdec_kit.rounds import NO_TOKEN, compare_text
+    from specdec_kit.timing import DROPPED, EITHER, LATE
+
+    dropped = stuck_in({"text": 2, "drafts": [7], "accepted": 1, "next": [8], "slice": "L-1"},
+                       {"text": 4, "drafts": [], "accepted": 0, "next": [9], "slice": "L-1"},
+                       {"text": 4, "drafts": [], "accepted": 0, "next": [9], "slice": "L-1"})
+    late = stuck_in({"text": 2, "drafts": [7, 8], "accepted": 0, "next": [4], "slice": "L"},
+                    {"text": 3, "drafts": [], "accepted": 0, "next": [], "slice": "both"})
+    either = stuck_in({"text": 2, "drafts": [], "accepted": 0, "next": [], "slice": "both"})
+    for rounds, cause in ((dropped, DROPPED), (late, LATE), (either, EITHER)):
+        last = rounds.rounds[-1]
+        assert last.cause == cause and last.target_token is None, f"the stuck round is marked {cause}: {last}"
+        assert all(not r.cause for r in rounds.rounds[:-1]), "only the round it was stuck in is marked"
+        page, text = rounds._repr_html_(), compare_text(rounds, rounds)
+        assert html.escape(NO_TOKEN[cause]) in page and NO_TOKEN[cause] in text, f"the view names {NO_TOKEN[cause]!r}"
+    assert dropped.result.token_ids == [7, 8], "the token the loop dropped is not drawn as added"
+
+
+def test_a_stuck_rounds_cause_is_read_from_known_words_only():
+    """A record's slice is the kit's word, one of a few; any other value tells nothing and is never drawn."""
+    from specdec_kit.timing import EITHER
+
+    rounds = stuck_in({"text": 2, "drafts": [7], "accepted": 1, "next": [8], "slice": "<b>L</b>"},
+                      {"text": 4, "drafts": [], "accepted": 0, "next": [], "slice": None})
+    assert rounds.rounds[-1].cause == EITHER and "<b>L</b>" not in rounds._repr_html_(), rounds.rounds

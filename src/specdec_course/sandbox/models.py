@@ -27,7 +27,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from specdec_kit import cache_kwargs, cache_of, zoo
 from specdec_kit.loading import load_model, resolve_pair
-from specdec_kit.timing import ROLES, ForwardRecorder
+from specdec_kit.timing import ROLES, ForwardRecorder, KeptTokens, forwards_verdict
 
 from .model_requests import MAX_NEW, Refused, check
 from .model_requests import MAX_TOKENS as MAX_TOKENS  # re-exported: callers read the server's bounds here
@@ -47,10 +47,10 @@ class OutOfTime(Exception):
 class NoProgress(Exception):
     """One call of the student's code sent the target the same text on the same cache more than REPEATS times in a
     row: a correct decode emits a token every round, so its input changes every round; a loop whose rounds emit
-    nothing sends it until the check's limit. The check fails at once rather than at that limit."""
+    nothing sends it until the check's limit. The check fails at once rather than at that limit, saying which cause
+    the call's forwards show (`timing.KeptTokens`): the server sees no verifier's return."""
 
 
-DELEGATING = ("assistant_model", "prompt_lookup_num_tokens")  # generate's settings that make it speculative decoding
 REPEATS = 8  # a correct call may send one input a few times in a row (a warm-up, a second look at a round)
 
 
@@ -116,7 +116,7 @@ class ModelServer:
         self._handles = itertools.count(1)
         self._over = _never  # whether the request being served (`serve`) ran past its check's limit
         self._last_target, self._sends = None, 0  # see NoProgress
-        self.delegated = 0  # generates it ran with HF's speculative decoding (an assistant model, prompt lookup)
+        self._kept = KeptTokens()  # the call's rounds as its forwards show them, for NoProgress's words
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
@@ -131,7 +131,7 @@ class ModelServer:
 
     def called(self) -> None:
         """A new call of the student's code began: its target inputs are counted afresh (NoProgress)."""
-        self._last_target, self._sends = None, 0
+        self._last_target, self._sends, self._kept = None, 0, KeptTokens()
 
     def serve(self, request: dict, send, over=None) -> list[dict]:
         """Run the child's `request` while not `over()` (else OutOfTime), `send` the reply (a JSON header, then any
@@ -205,7 +205,9 @@ class ModelServer:
                        "padding": int((kwargs["attention_mask"] == 0).sum()) if "attention_mask" in kwargs else 0,
                        "training": request.get("training"), "dtype": request.get("dtype")})
         if request["role"] == "target":
-            self._progressed((cached, events[-1]["ids"]))
+            self._progressed((cached, events[-1]["ids"]), out.logits[0].argmax(dim=-1).tolist())
+        else:
+            self._kept.drafted()
         kept = cache_of(out)
         if kept is not None and cache is None:
             handle = self._keep(kept)
@@ -221,7 +223,6 @@ class ModelServer:
         if settings.get("assistant_model") is not None:
             pair, role = settings["assistant_model"]
             settings["assistant_model"] = roles[role] = self._model({"pair": pair, "role": role})
-        self.delegated += any(settings.get(name) is not None for name in DELEGATING)
         ids = _ids(request["ids"], net.config.vocab_size)
         if (settings.get("max_length") or 0) > ids.shape[1] + MAX_NEW:  # against the prompt: the schema cannot
             raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")
@@ -233,6 +234,7 @@ class ModelServer:
         calls = sorted(((role, call) for role, recorder in recorders.items() for call in recorder),
                        key=lambda entry: entry[1].started)
         events += [_event(role, c.new_tokens, c.cached_tokens, list(c.input_ids or ())) for role, c in calls]
+        self._kept.drafted(sum(role == "draft" for role, _ in calls))
         return {"ok": True, "sequences": sequences.tolist()}, None
 
     def _cache(self, handle):
@@ -255,16 +257,16 @@ class ModelServer:
             self._held += length - self._lengths.get(handle, 0)
             self._lengths[handle] = length
 
-    def _progressed(self, target_input: tuple) -> None:
-        """Count the target's input repeated in a row; past REPEATS in one call, NoProgress."""
+    def _progressed(self, target_input: tuple, own: list[int]) -> None:
+        """Count the target's input (cached, ids) repeated in a row; past REPEATS in one call, NoProgress. `own` is
+        the target's argmax at each row of its logits."""
         self._sends = self._sends + 1 if target_input == self._last_target else 1
         self._last_target = target_input
+        self._kept.target(*target_input, own)
         if self._sends > REPEATS:
             raise NoProgress(f"it sent the target the same tokens on the same cache {self._sends} times in a "
-                             "row: a round that emits no token, so the decode makes no progress. Each round must "
-                             "append the target's own token; where verify_tokens_vectorized gives none (next_token "
-                             "of shape (1, 0)), its slice of the target's logits starts one position late, at L "
-                             "instead of L-1")
+                             "row: a round that emits no token, so the decode makes no progress. "
+                             + forwards_verdict(self._kept))
 
     def _room(self, new: int) -> None:
         """Let go of the least recently used caches until `new` more positions and one more cache fit."""
