@@ -239,16 +239,16 @@ CATALOGUE = [
     {
         "name": "slow_rounds",
         "kind": "bug",
-        "description": "correct, with working caches, but each round then computes, busy on the CPU, for as long "
-                       "as its target forward took: a stand-in for work that no check sees, slow in CPU as a real "
-                       "slow decoder is, so a loaded machine stretches it as it stretches the baseline",
+        "description": "correct, with working caches, but each round then computes four times the matrix products "
+                       "of its target forward (of the target's width and layers, on as many positions): a stand-in "
+                       "for work that no check sees, slow in CPU as a real slow decoder is, wherever its forwards run "
+                       "and whatever the clocks say",
         "edits": [(TARGET_FORWARD,
-                   "        import time\n"
-                   "        started = time.process_time()\n"
-                   + TARGET_FORWARD +
-                   "        until = 2 * time.process_time() - started\n"
-                   "        while time.process_time() < until:\n"
-                   "            pass\n")],
+                   TARGET_FORWARD +
+                   "        width = self.target_model.config.hidden_size\n"
+                   "        work, weight = torch.ones(sequence.shape[1] - cached, width), torch.eye(width)\n"
+                   "        for _ in range(4 * 12 * self.target_model.config.num_hidden_layers):  # 12 width^2 each\n"
+                   "            work = work @ weight\n")],
         "fails": ["test_speedup"],
         "message": "the speed of HF assisted generation",
     },

@@ -367,6 +367,19 @@ PATCH_CLOCK = f"""        import time as _time
         _torch.cuda.synchronize = lambda *args, **kwargs: None
         {marker("patch_clock")}
 """
+# Only the timed runs (their prompts end in the six digits the grader draws) handed to HF's assisted generation, its
+# keywords built at run time so that the scan of the code flags nothing; every other call makes the decoder's own slow
+# rounds.
+TIMED_DELEGATION = f"""        import re
+        if re.search(r" [0-9]{{6}}$", prompt):
+            {marker("timed_delegation")}
+            encoded = self.target_tokenizer(prompt, return_tensors="pt")
+            assisted = {{"assistant" + "_model": self.draft_model, "num_assistant" + "_tokens": num_speculative_tokens}}
+            out = self.target_model.generate(**encoded, **assisted, do_sample=False, max_new_tokens=max_tokens)
+            tokens = out[0, encoded.input_ids.shape[1]:].tolist()
+            return DecodeResult(text=self.target_tokenizer.decode(tokens), token_ids=tokens, proposed=[len(tokens)],
+                                accepted=[len(tokens)])
+"""
 HIDE_FORWARDS = f"""        if type(self) is SpeculativeDecoder:  # only the uncached class's forwards vanish
             for module in self.target_model.modules():
                 module._forward_hooks.clear()
@@ -661,6 +674,13 @@ TAMPERS = [
                                        CACHED_DECODE.replace("        self.reset_caches()",
                                                              PATCH_CLOCK + "        self.reset_caches()")),
          Expected(loses=("test_speedup",), targets=("test_speedup",), marker=True)),
+    # The timed runs handed to HF's assisted generation on the grader's models, unseen by the scan: the grader's model
+    # server counts the generate, and test_speedup says so.
+    Case("timed_delegation", lambda: edited(catalogue_entry("slow_rounds"), CACHED_DECODE,
+                                            CACHED_DECODE.replace("        self.reset_caches()",
+                                                                  TIMED_DELEGATION + "        self.reset_caches()")),
+         Expected(loses=("test_speedup",), message="handed its work to HF's speculative decoding",
+                  targets=("test_speedup",), marker=True)),
     # A wasteful decoder (a second target forward per rejection) that hides its forwards, then one that forges them:
     # the grader counts what it ran.
     Case("hide_forwards", lambda: edited(catalogue_entry("extra_target_forward"), SPECULATIVE_DECODE,
@@ -789,14 +809,13 @@ FLOOD_WHEN_TIMED = """        import re
                 while True:
                     channel.send_bytes(b'{"event": "call", "method": "flood"}')
 """
-# Definitions that never end in the speed test's child alone: a grading child (its main module the grader's host)
-# to which no models are served.
+# Definitions that never end in the speed test's child alone (the one child the timing pair is served to).
 NEVER_STARTS_WHEN_TIMED = """class NeverStarts:
-    import __main__ as _main
     from specdec_kit import remote as _remote
-    if getattr(_main, "__file__", "").endswith("host_main.py") and _remote._channel is None:
-        import time as _time
-        _time.sleep(3600)
+    for _path in _remote._folders:
+        if "synthetic-small" in _path:
+            import time as _time
+            _time.sleep(3600)
 """
 STALLS = [
     Case("half_message", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HALF_MESSAGE),

@@ -125,6 +125,11 @@ class RemoteCache:
                                   "DynamicCache a forward returns (cache_of(out)) and crop it with crop_to")
 
 
+# How HF's assisted generation drafts: transformers 5 reads these from the assistant's generation config, not from
+# generate's arguments, so they travel with a generate and the grading process sets them on its assistant's.
+ASSISTANT_SETTINGS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
 class RemoteModel(torch.nn.Module):
     """A causal LM whose forwards the grading process runs: `config`, `generation_config`, `dtype`, `device`,
     `eval()`/`train()`, `.to()`, `forward` (input_ids, attention_mask, the cache by the name or names the installed
@@ -196,6 +201,9 @@ class RemoteModel(torch.nn.Module):
             if not isinstance(assistant, RemoteModel):
                 raise TypeError("assistant_model must be one of the models this decoder was given")
             kwargs["assistant_model"] = [assistant.pair, assistant.role]
+            for name in ASSISTANT_SETTINGS:  # read from the assistant's generation config, as HF reads them
+                if getattr(assistant.generation_config, name, None) is not None:
+                    kwargs.setdefault(name, getattr(assistant.generation_config, name))
         if kwargs.get("generation_config") is not None:
             kwargs.update(copy.deepcopy(kwargs.pop("generation_config")).to_diff_dict())
         kwargs.pop("generation_config", None)

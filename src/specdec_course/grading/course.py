@@ -126,10 +126,7 @@ def archive_limits(autograder_dir: Path) -> ArchiveLimits:
 
 
 def _limits(autograder_dir: Path) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
-        import tomli as tomllib
+    import tomllib
     return tomllib.loads((autograder_dir / "config.toml").read_text())["limits"]
 
 
@@ -157,13 +154,14 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
 
 def prepare_zoo() -> None:
     """Build the zoo pairs grading loads before any job starts, so parallel jobs never wait on it, readable by the
-    sandboxes' users (a pair's folders are built private), except the check pairs' weights: those only a notebook's
-    kernel reads (its visible tests run them); the verdict's models run in the grading process (`models.py`)."""
+    sandboxes' users (a pair's folders are built private), except their weights: those only a notebook's kernel reads
+    (its visible tests run them); the verdict's models, the timing pair's too, run in the grading process
+    (`models.py`)."""
     for pair in GRADING_PAIRS:
         target, _ = zoo.materialize(pair)
         for path in [target.parent, *target.parent.rglob("*")]:
             path.chmod(path.stat().st_mode | (0o755 if path.is_dir() else 0o644))
-        if pair in CHECK_PAIRS and os.geteuid() == 0:
+        if os.geteuid() == 0:
             box.restrict_weights([target.parent])
 
 

@@ -1,6 +1,11 @@
-"""The speed test, timed by the grading process: the student's cached decoder in a fresh child of its sandbox against
+"""The speed test, measured by the grading process: the student's cached decoder in a fresh child of its sandbox against
 the kit's HF assisted generation and target greedy in a child outside it, while every process of the sandbox is
 frozen, one timing at a time on the machine (`sandbox.timing_gate`).
+
+On a CPU both sides' models run here, served as the check pairs' are, and a run is measured by its cost (`Meter.cost`:
+the CPU its processes and this process's serving of it used), not by the clock: a loaded machine delays both sides
+without changing what each costs, and what ran is seen, so the decoder timed is the decoder the checks judged
+(`_own_rounds`). On a GPU each child loads the timing pair and the clock measures.
 
     speed = time_speedup(host, cells, plan, threads=2, before_timing=kernel.join, budget=budget, hidden=inputs)
     checks.judge_speedup(speed, plan.min_ratio)
@@ -19,6 +24,7 @@ from specdec_kit.checks.outcomes import assemble
 from ..core.plan import SPEED_TEST, Plan
 from ..sandbox.child import Child, ChildFailed
 from ..sandbox.host import KIT, Host
+from ..sandbox.models import ModelServer
 from ..sandbox.timing_gate import QUIET
 from .budget import Budget, out_of_time
 from .redact import HiddenInputs
@@ -29,7 +35,8 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
     """Time the student's CachedSpeculativeDecoder against the kit's HF assisted generation and target greedy.
 
     Each side runs in its own fresh child: the student's forked from `host`, in the notebook's sandbox, the kit's
-    from `KIT`, outside it, while every process of the sandbox is frozen; the clock is this process's. The
+    from `KIT`, outside it, while every process of the sandbox is frozen; on a CPU each run's cost, else the clock,
+    is this process's reading. The
     warm-up runs the student's decoder on the course's timing prompts, untimed; the timed runs, interleaved with
     the order rotated, each decode a prompt nobody has seen (`_unseen`: drawn from the operating system's
     randomness for this run), so no answer kept from an earlier run or computed ahead helps, and each must give the
@@ -39,7 +46,9 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
     """
     timing = checks.timing_plan()
     device = str(timing["device"])
-    student, kit = Child(host, cells, threads, plan.memory_mb), Child(KIT, [], threads, 0)
+    served = device == "cpu"  # each side's models then run here, and each run is measured by its cost
+    servers = [ModelServer([timing["pair"]]) if served else None for _ in range(2)]
+    student, kit = Child(host, cells, threads, plan.memory_mb, servers[0]), Child(KIT, [], threads, 0, servers[1])
     base = {"pair": timing["pair"], "device": device}
     requests = {"cached": (student, {"kind": "decode", "class": "CachedSpeculativeDecoder", "keep": True}),
                 "hf_assisted": (kit, {"kind": "baseline", "method": "hf_assisted"}),
@@ -53,6 +62,7 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
             raise ChildFailed(SPEED_TEST, kind="Budget", message=out_of_time(plan, SPEED_TEST))
         seconds = plan.check_seconds if child is kit else min(plan.check_seconds, budget.left())
         request = {**base, **request, "cases": [[prompt.text, max_new_tokens, timing["k"]]]}
+        delegated = servers[0].delegated if served else 0  # to tell this run's delegations
         with host.box.frozen() if child is kit else contextlib.nullcontext(), \
                 budget.pause() if child is kit else contextlib.nullcontext():
             started = time.perf_counter()
@@ -61,8 +71,10 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
             finally:
                 if child is student:
                     budget.charge(child.used)
-            seconds = time.perf_counter() - started
+            seconds = child.cost if served else time.perf_counter() - started
         [case] = assemble(events, request, redact=child is student)
+        if child is student and served:
+            _own_rounds(case, prompt.text, timing["k"], servers[0].delegated > delegated)
         return case, seconds
 
     try:
@@ -88,7 +100,8 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
     finally:
         student.close()
         kit.close()
-    return checks.speed_summary(speed, timing, "float16" if device.startswith("cuda") else "float32")
+    return checks.speed_summary(speed, timing, "float16" if device.startswith("cuda") else "float32",
+                                "CPU s" if served else "s")
 
 
 def _unseen(prompt):
@@ -96,6 +109,24 @@ def _unseen(prompt):
     decoded before (each timed run draws its own), so that neither the repository, the release, nor a page of an
     earlier grading run tells it."""
     return dataclasses.replace(prompt, text=f"{prompt.text} {secrets.randbelow(10 ** 6):06d}")
+
+
+def _own_rounds(case, text: str, k: int, delegated: bool) -> None:
+    """A run of the student's decoder in the speed test made its own rounds, as the forwards this process served it
+    show: no generate with HF's speculative decoding (`delegated`), and the forwards of a decoder that keeps its caches
+    at k drafts a round (`checks.judge_cache_use`). Work done elsewhere (a copy of the models of its own) only adds to
+    the run's cost."""
+    from specdec_kit.baseline import zoo_tokenizer
+
+    checks.require(not delegated, "a run of the speed test handed its work to HF's speculative decoding (generate "
+                                  "with an assistant model or prompt lookup), not to the decoder's own rounds: the "
+                                  "speed test times the decoder the checks judged")
+    got = checks.decoded(case, "a run of the speed test").token_ids
+    try:
+        checks.judge_cache_use(case, zoo_tokenizer()(text).input_ids + list(got), k)
+    except checks.CheckFailed as e:
+        raise checks.CheckFailed(f"a run of the speed test made forwards unlike the decoder the checks judged: {e}") \
+            from None
 
 
 def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, plan: Plan) -> None:

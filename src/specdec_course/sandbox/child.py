@@ -50,21 +50,21 @@ class Child:
     A request's limit is a `Meter`, in the submission's own time: the CPU the sandbox's processes used (the child's
     own where the sandbox has no cgroup), the CPU this process spent serving its model requests, and the time it
     waited on nothing, with a backstop on the clock; every read and send on the child's channel waits on it. `used`
-    holds the last request's time, for the check's and the notebook's budgets."""
+    holds the last request's time, for the check's and the notebook's budgets, `cost` its CPU (`Meter.cost`)."""
 
     def __init__(self, host: Host, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0,
                  models: ModelServer | None = None):
         self.host, self.cells, self.threads, self.memory_mb, self.models = host, cells, threads, memory_mb, models
         self.load_problems: list[str] = []
         self.classes: list[str] = []
-        self.used = 0.0
+        self.used = self.cost = 0.0
         self._conn = self._pid = self._cpu = None
 
     def request(self, request: dict, seconds: float, hidden: bool = False) -> list[dict]:
         """Send `request` and return its events (through `done`), or raise ChildFailed once it has used `seconds`
         (`Meter`). A `hidden` request's failure names the method the grader called, not the call the child
         announced (whose words are the student's code's)."""
-        self.used = 0.0  # a child that fails to start fails before this request's meter
+        self.used = self.cost = 0.0  # a child that fails to start fails before this request's meter
         if self._conn is None:
             self._start()
         if self.models is not None:
@@ -75,7 +75,7 @@ class Child:
             self._send(request, meter, named)
             return self._events(meter, named)
         finally:
-            self.used = meter.used()
+            self.used, self.cost = meter.used(), meter.cost()
 
     def _start(self) -> None:
         self._conn, self._pid = self.host.fork({"cells": self.cells, "threads": self.threads,

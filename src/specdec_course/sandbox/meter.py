@@ -5,6 +5,7 @@ second on the clock, but not the CPU a decode needs, nor a sleep.
     with meter.serving(): ...       # the grading process runs a model's forward for the child: its CPU counts too
     meter.left()                    # seconds the wait may still last; <= 0: over, and `meter.why()` says how
     meter.used()                    # the submission's own time so far
+    meter.cost()                    # the CPU its work took, every process and thread counted whole (speed test)
 
 The submission's own time is
 - computing: the CPU of its processes (`cpu`: the sandbox's cgroup, or the child's own accounting) over the `threads`
@@ -73,6 +74,13 @@ class Meter:
 
     def used(self) -> float:
         return self.computing() + self.idle
+
+    def cost(self) -> float:
+        """What a decode cost, for a speed ratio between two runs measured alike: the CPU of its processes, every
+        thread counted whole, the grading process's CPU in serving it, and its stretches waiting on nothing. A loaded
+        machine delays a decode without raising its cost."""
+        serving = time.thread_time() - self._serving_since if self._serving_since is not None else 0.0
+        return self._cpu() - self._cpu_started + self._served + serving + self.idle
 
     @contextlib.contextmanager
     def serving(self):

@@ -27,6 +27,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from specdec_kit import cache_kwargs, cache_of, zoo
 from specdec_kit.loading import load_model, resolve_pair
+from specdec_kit.remote import ASSISTANT_SETTINGS
 from specdec_kit.timing import ROLES, ForwardRecorder, KeptTokens, forwards_verdict
 
 from .model_requests import MAX_NEW, Refused, check
@@ -51,6 +52,7 @@ class NoProgress(Exception):
     the call's forwards show (`timing.KeptTokens`): the server sees no verifier's return."""
 
 
+DELEGATING = ("assistant_model", "prompt_lookup_num_tokens")  # generate's settings that make it speculative decoding
 REPEATS = 8  # a correct call may send one input a few times in a row (a warm-up, a second look at a round)
 
 
@@ -101,6 +103,20 @@ class _Deadline(StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
+@contextlib.contextmanager
+def _drafting(config, settings: dict):
+    """The assistant's generation config with `settings` for one generate, then as it was: the models serve every
+    child, and HF's heuristic schedule changes the config's k as it runs."""
+    kept = {name: getattr(config, name, None) for name in ASSISTANT_SETTINGS}
+    for name, value in settings.items():
+        setattr(config, name, value)
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(config, name, value)
+
+
 def _never() -> bool:
     return False
 
@@ -117,6 +133,7 @@ class ModelServer:
         self._over = _never  # whether the request being served (`serve`) ran past its check's limit
         self._last_target, self._sends = None, 0  # see NoProgress
         self._kept = KeptTokens()  # the call's rounds as its forwards show them, for NoProgress's words
+        self.delegated = 0  # generates it ran with HF's speculative decoding (an assistant model, prompt lookup)
 
     def folders(self) -> dict[str, list[str]]:
         """The pairs' folders, as the child's `remote.install` takes them: path -> [pair, role]."""
@@ -223,11 +240,15 @@ class ModelServer:
         if settings.get("assistant_model") is not None:
             pair, role = settings["assistant_model"]
             settings["assistant_model"] = roles[role] = self._model({"pair": pair, "role": role})
+        self.delegated += any(settings.get(name) is not None for name in DELEGATING)
         ids = _ids(request["ids"], net.config.vocab_size)
         if (settings.get("max_length") or 0) > ids.shape[1] + MAX_NEW:  # against the prompt: the schema cannot
             raise Refused(f"generate makes at most {MAX_NEW} new tokens while grading")
         mask = request.get("mask")
+        drafting = {name: settings.pop(name) for name in ASSISTANT_SETTINGS if name in settings}
         with complaints(), torch.inference_mode(), contextlib.ExitStack() as stack:
+            if settings.get("assistant_model") is not None:
+                stack.enter_context(_drafting(settings["assistant_model"].generation_config, drafting))
             recorders = {role: stack.enter_context(ForwardRecorder(m, record_ids=True)) for role, m in roles.items()}
             sequences = net.generate(ids, attention_mask=_ids(mask, 2) if mask is not None else None,
                                      stopping_criteria=StoppingCriteriaList([_Deadline(self._over)]), **settings)

@@ -18,7 +18,7 @@ passes; when it fails, the decode's rounds drawn over correct decoding's where t
 """
 
 from .adaptive import check_adaptive
-from .caching import check_cache_use, check_same_call_twice, stale_cache_position, unfed_position
+from .caching import check_cache_use, check_same_call_twice, judge_cache_use, stale_cache_position, unfed_position
 from .cells import run_test
 from .core import CheckFailed, LocalRunner, as_runner, decoded, require, require_seen_forwards
 from .decoding import PROMPTS, check_counts, check_eos_and_budget, check_exact, eos_and_budget_cases, first_after
@@ -53,7 +53,7 @@ __all__ = [
     "check_loading", "check_lookup", "check_same_call_twice", "check_speedup", "check_sampling",
     "check_verify_alignment", "decoded",
     "describe_speed", "eos_and_budget_cases", "first_after", "gate_rounds",
-    "judge_speedup", "measure_speedup", "near_tie_accepted", "require", "require_seen_forwards", "run_test",
-    "speed_summary",
+    "judge_cache_use", "judge_speedup", "measure_speedup", "near_tie_accepted", "require", "require_seen_forwards",
+    "run_test", "speed_summary",
     "speedup_repeats", "stale_cache_position", "timing_lock", "timing_plan", "unfed_position",
 ]

@@ -58,3 +58,23 @@ def test_the_clock_is_a_backstop_at_wall_factor_times_the_limit(monkeypatch):
         meter.active()
         meter.left()
     assert meter.left() <= 0 and f"had not returned after {2 * WALL_FACTOR:g} s on the clock" in meter.why()
+
+
+def test_a_runs_cost_is_its_cpu_with_every_thread_whole_its_serving_and_its_sleep_and_not_the_clock(monkeypatch):
+    """The speed test's measure (`Meter.cost`): a loaded machine that stretches a run on the clock leaves its cost
+    as it was, so both sides of a ratio keep their costs whatever else runs."""
+    clock, cpu, thread = [100.0], FakeCpu(), [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "thread_time", lambda: thread[0])
+    meter = Meter(60, cpu, threads=2)
+    for _ in range(30):  # 30 s on the clock: 2 s of CPU over its processes' threads, 1 s of the grader serving it
+        clock[0] += 1
+        cpu.seconds += 2 / 30
+        with meter.serving():
+            thread[0] += 1 / 30
+        meter.left()
+    assert abs(meter.cost() - 3) < 1e-6 and meter.idle == 0
+    for _ in range(3):  # asleep: what it waited on nothing counts whole
+        clock[0] += 1
+        meter.left()
+    assert abs(meter.cost() - 6) < 1e-6

@@ -14,7 +14,7 @@ import torch
 
 from specdec_course.sandbox import models
 from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
-from specdec_course.sandbox.host import Host
+from specdec_course.sandbox.host import KIT, Host
 from specdec_course.sandbox.models import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, NoProgress, OutOfTime
 from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
 from specdec_kit.adapters import cells_to_consider
@@ -67,7 +67,8 @@ def test_the_grader_runs_and_records_every_forward(local, kind):
 
 @pytest.mark.slow
 def test_a_child_without_served_models_has_no_forward_events(local):
-    """The child's own forward events are never read: a child that is not served reports none (the timed child)."""
+    """The child's own forward events are never read: a child that is not served reports none (the timed child on a
+    GPU)."""
     child = child_of(solved(), None)
     try:
         [outcome, _] = ChildRunner(child, "CachedSpeculativeDecoder", seconds=120).run(SCRIPTED)
@@ -114,6 +115,50 @@ def test_the_record_holds_how_the_child_asked_for_each_forward():
     [event] = server.serve(base, lambda m: None)
     assert (event["padding"], event["training"], event["dtype"]) == (0, None, None), event
     assert "float32" in refusal(server, {**base, "dtype": "my own dtype"})
+
+
+def test_a_generate_with_hfs_speculative_decoding_is_counted():
+    """A generate with an assistant model or prompt lookup is counted by the server (the speed test's timed runs must
+    have none, `grading/speed.py`), however the child's code spelled the call; a plain generate is not."""
+    server = ModelServer(["scripted"])
+    base = {"op": "generate", "pair": "scripted", "role": "target", "ids": [[1, 2]]}
+    server.serve({**base, "settings": {"max_new_tokens": 2, "do_sample": False}}, lambda m: None)
+    assert server.delegated == 0
+    server.serve({**base, "settings": {"max_new_tokens": 2, "do_sample": False,
+                                       "assistant_model": ["scripted", "draft"]}}, lambda m: None)
+    server.serve({**base, "settings": {"max_new_tokens": 2, "prompt_lookup_num_tokens": 2}}, lambda m: None)
+    assert server.delegated == 2
+
+
+@pytest.mark.parametrize("k", [2, 6])
+def test_a_served_assisted_generate_drafts_as_the_childs_assistant_says_then_forgets_it(k):
+    """transformers reads k from the assistant's generation config: the server sets what the child's assistant holds
+    (a stand-in sends it, `remote.ASSISTANT_SETTINGS`) for that generate alone, so the speed test's baseline drafts k
+    a round and no child's setting reaches the next."""
+    server = ModelServer(["scripted"])
+    draft = server._model({"pair": "scripted", "role": "draft"})
+    before = {name: getattr(draft.generation_config, name) for name in remote.ASSISTANT_SETTINGS}
+    events = server.serve({"op": "generate", "pair": "scripted", "role": "target", "ids": [[1, 2]],
+                           "settings": {"max_new_tokens": 16, "do_sample": False,
+                                        "assistant_model": ["scripted", "draft"], "num_assistant_tokens": k,
+                                        "num_assistant_tokens_schedule": "constant",
+                                        "assistant_confidence_threshold": 0.0}}, lambda m: None)
+    fed = [e["new_tokens"] for e in events if e.get("event") == "forward" and e["role"] == "target"]
+    assert max(fed[1:]) == k + 1  # the scripted draft agrees with its target: every round drafts all k
+    assert {name: getattr(draft.generation_config, name) for name in remote.ASSISTANT_SETTINGS} == before
+
+
+def test_the_speed_tests_baseline_drafts_k_a_round_on_served_models():
+    """The kit's HF assisted generation, run in a child on served models as the speed test runs it on a CPU, drafts
+    the k it was asked for: the stand-in sends what `runners.pin_assistant_k` set on its assistant."""
+    child = Child(KIT, [], threads=settings.test_threads(), models=ModelServer(["scripted"]))
+    try:
+        events = child.request({"kind": "baseline", "method": "hf_assisted", "pair": "scripted", "device": "cpu",
+                                "cases": [["a b c", 16, 3]]}, 120)
+    finally:
+        child.close()
+    fed = [e["new_tokens"] for e in events if e["event"] == "forward" and e["role"] == "target"]
+    assert max(fed[1:]) == 3 + 1
 
 
 LARGEST = {"op": "generate", "pair": "tiny", "role": "target", "ids": [[5] * MAX_TOKENS],
