@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from specdec_kit.cli import add_command
@@ -33,9 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.losses:
         print(catalogue_table(list(entries.values())), end="")
         return 0
-    unknown = [name for name in args.losses if name not in entries]
-    if unknown:
-        raise ValueError(f"--losses: no catalogue entry {', '.join(unknown)}; the entries: {', '.join(entries)}")
+    check_names("--losses", args.losses, entries)
     from tqdm.auto import tqdm
 
     from ..selftest.losses import losses, timed_only
@@ -58,3 +57,11 @@ def run(args: argparse.Namespace) -> int:
                              f"{lost + sorted(timed)}")
             bar.write("\n".join(lines), file=sys.stdout)  # above the bars, which stay on stderr
     return 0 if agree else 1
+
+
+def check_names(option: str, names: list[str], entries: Iterable[str]) -> None:
+    """Refuse `names` that are no catalogue entry (selftest --only too): a misspelt one would be left out unseen."""
+    entries = list(entries)
+    unknown = [name for name in names if name not in entries]
+    if unknown:
+        raise ValueError(f"{option}: no catalogue entry {', '.join(unknown)}; the entries: {', '.join(entries)}")

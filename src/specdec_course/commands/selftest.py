@@ -17,8 +17,10 @@ def register(commands) -> None:
                          "catalogue; exit 1 unless each scores as expected", "specdec-course selftest --jobs 2",
                          [options.solution, options.autograder, options.release, options.timeout, options.jobs,
                           options.no_sandbox])
-    parser.add_argument("--workdir", default="out/selftest", help="scratch directory (replaced)")
-    parser.add_argument("--only", nargs="*", help="grade only these catalogue entries (and solution, blank)")
+    parser.add_argument("--workdir", default="out/selftest", help="scratch folder, emptied first: a new or empty "
+                        "one, or one a previous selftest made (any other is refused)")
+    parser.add_argument("--only", nargs="*", metavar="NAME", help="grade only these catalogue entries (and "
+                        "solution, blank); an unknown name is refused")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="grade with N other autograde runs of the solved release going on the same machine, to "
                              "show that a loaded machine changes no row (docs/benchmarks.md)")
@@ -28,11 +30,15 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from ..selftest.catalogue import load_catalogue
     from ..selftest.load import loaded
-    from ..selftest.selftest import run_selftest
+    from ..selftest.selftest import check_workdir, run_selftest
+    from .catalogue import check_names
 
     options.check_grading(args)
-    workdir = Path(args.workdir)
+    check_names("--only", args.only or [], (e.name for e in load_catalogue(Path(args.autograder))))
+    workdir = Path(args.workdir).resolve()  # `.` has no name to give the load's folder
+    check_workdir(workdir)  # before the load's batches start
     with loaded(args.load, Path(args.solution).resolve(), Path(args.autograder).resolve(), workdir.parent /
                 f"{workdir.name}-load"):
         outcomes = run_selftest(Path(args.solution), Path(args.release), Path(args.autograder), workdir,
@@ -41,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     table = pd.DataFrame([vars(o) for o in outcomes])
     with pd.option_context("display.max_colwidth", 80, "display.width", 250):
         print(table.drop(columns="problems")
-              .rename(columns={"name": "submission", "named_by": "tests that named it", "vs_hf_assisted": "speed"})
+              .rename(columns={"name": "submission", "lost": "tests lost", "vs_hf_assisted": "speed"})
               .to_string(index=False, na_rep="-", formatters={"seconds": "{:.0f}".format, "speed": "{:.2f}x".format}))
     for outcome in outcomes:
         if outcome.problems:

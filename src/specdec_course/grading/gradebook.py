@@ -6,7 +6,6 @@ A raw `nbgrader autograde --force` would overwrite them with the kernel's own re
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -111,7 +110,3 @@ def write_autograded(course: Path, student: str, notebook: nbformat.NotebookNode
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
 
-
-def clear_course(course: Path) -> None:
-    if course.exists():
-        shutil.rmtree(course)

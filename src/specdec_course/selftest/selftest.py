@@ -2,13 +2,15 @@
 
 Grades the reference solution (full marks on auto-graded points), the blank release (zero, grading
 completes), and every entry of the instructor's catalogue (`autograder/catalogue.py`): known student
-bugs, each expected to lose exactly the points of the tests that name it, and correct variants
+bugs, each expected to lose exactly the points of the tests its `fails` lists, and correct variants
 written differently from the reference, expected to lose nothing (or only the tests they declare).
 A submission is the solution notebook with the catalogue entry's edits applied, solution markers and
 hidden tests removed, as a student would hand it in.
 
 Grading the whole catalogue takes tens of minutes (docs/benchmarks.md): a bar on stderr counts the submissions graded,
 with a line for each as it finishes (its score, and whether it lost the tests its entry names); the rows are returned.
+Everything is written into `workdir`, which it empties first: only a folder it made (its WORKDIR_MARK file inside), an
+empty one or a new one, never a folder of someone else's files (`--workdir .`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import html
 import logging
 import os
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -29,11 +32,12 @@ from specdec_kit import settings
 
 from ..grading import batch as grading_batch
 from ..grading import course as grading_course
-from ..grading import gradebook, row
+from ..grading import row
 from ..grading.collect import Submission
 from .catalogue import Entry, load_catalogue, make_submission
 
 log = logging.getLogger(__name__)
+WORKDIR_MARK = ".specdec-selftest"
 
 
 @dataclass
@@ -41,7 +45,7 @@ class SelftestRow:
     name: str
     expected: str
     got: str
-    named_by: str
+    lost: str  # the tests it did not get full marks on
     ok: bool
     seconds: float
     vs_hf_assisted: float | None  # the speed test's measured ratio, when it got that far
@@ -55,7 +59,7 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
     catalogue's order (solution first, blank last)."""
     workdir, autograder_dir = workdir.resolve(), autograder_dir.resolve()
     os.environ[settings.SELFTEST] = "1"  # the grader's speed test times one repeat
-    gradebook.clear_course(workdir)
+    fresh_workdir(workdir)
     course = workdir / "course"
     started = time.perf_counter()
     setup = grading_course.setup_batch(course, solution.resolve(), autograder_dir, jobs, timeout, sandboxed)
@@ -97,6 +101,28 @@ def run_selftest(solution: Path, release_notebook: Path, autograder_dir: Path, w
                                     _got(result), ", ".join(lost) or "-", not problems, result.seconds,
                                     result.vs_hf_assisted, tuple(problems)))
     return outcomes
+
+
+def check_workdir(workdir: Path) -> None:
+    """Refuse a `workdir` that the selftest would empty but did not make: a file, or a folder with files in it."""
+    if workdir.exists() and not workdir.is_dir():
+        raise ValueError(f"--workdir {workdir} is a file, not a folder: name a new or empty folder")
+    if workdir.is_dir() and not (workdir / WORKDIR_MARK).is_file() and any(workdir.iterdir()):
+        raise ValueError(f"--workdir {workdir} holds files the selftest did not write, and it empties its workdir "
+                         "first: name a new or empty folder (the default is out/selftest), or empty this one yourself")
+
+
+def fresh_workdir(workdir: Path) -> None:
+    """`workdir` empty but for WORKDIR_MARK, once check_workdir allows it; the folder itself is kept (it may be the
+    current directory)."""
+    check_workdir(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for path in workdir.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()  # a link goes, not what it points to
+    (workdir / WORKDIR_MARK).write_text("Made by specdec-course selftest, which empties this folder on each run.\n")
 
 
 def _lost(grade: row.Grade, full: dict[str, float]) -> list[str]:
