@@ -6,7 +6,8 @@ The visible check of each test in the grading plan (`autograder/hidden.py`, the 
 the solution's classes with the oracle behind a recorder, so every question those checks ask is written
 down with its answer, failure paths' included, and so are the correct rounds of check_exact's cases, which a test
 cell draws over a decode that failed. `specdec-course release` writes the file and
-`release --check` fails on a stale one, as on a stale notebook.
+`release --check` fails on a stale one, as on a stale notebook: the checkout's file, never an installed copy's
+(`release.checkout_answers` gives the path).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tqdm.auto import tqdm
 
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks import LocalRunner
-from specdec_kit.checks.answers import ANSWERS_FILE, FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
+from specdec_kit.checks.answers import FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
 from specdec_kit.checks.decoding import EXACT_QUESTIONS
 
 from ..core.oracle import ORACLE, Oracle
@@ -58,10 +59,10 @@ def render_answers(solution: Path, autograder_dir: Path) -> str:
     return json.dumps(document, indent=1) + "\n"
 
 
-def write_answers(solution: Path, autograder_dir: Path, path: Path = ANSWERS_FILE) -> Path:
+def write_answers(solution: Path, autograder_dir: Path, path: Path) -> Path:
     path.write_text(render_answers(solution, autograder_dir))
     return path
 
 
-def answers_current(solution: Path, autograder_dir: Path, path: Path = ANSWERS_FILE) -> bool:
+def answers_current(solution: Path, autograder_dir: Path, path: Path) -> bool:
     return path.is_file() and path.read_text() == render_answers(solution, autograder_dir)

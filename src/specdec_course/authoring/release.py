@@ -79,6 +79,25 @@ def release(solution: Path, out_dir: Path, config: course_config.CourseConfig | 
     return target
 
 
+def checkout_answers(repo: Path) -> Path:
+    """The answers file `release` writes: `repo`'s own (a checkout, its root), which must be the file of the student
+    package this process imports, as its checks record the answers. An installed copy's (site-packages) is refused:
+    it would be rewritten while the checkout keeps its stale one."""
+    from specdec_kit.checks import answers as recorded  # the kit's checks: only once a command needs them
+
+    path, imported = (repo / STUDENT_ANSWERS).resolve(), recorded.ANSWERS_FILE.resolve()
+    package = Path(STUDENT_ANSWERS).parents[1]
+    if not (repo / package).is_dir():
+        raise ValueError(f"{repo.resolve()} is not the course's checkout (it has no {package}): run specdec-course "
+                         "release from the checkout's root")
+    if imported != path:
+        where = "an installed copy" if {"site-packages", "dist-packages"} & set(imported.parts) else "another copy"
+        raise ValueError(f"the student package imported here is {imported.parents[1]}, {where}, not this checkout's "
+                         f"{package}: the release writes the answers only into the checkout, recorded with its own "
+                         f"code. Install the checkout in editable mode (pip install -e .) and run again")
+    return path
+
+
 def points_note(solution: Path, replaced: Path) -> str | None:
     """The note "the total is now 102 points, was 100" where a release of `solution` moves the assignment's total from
     that of `replaced`, the release notebook it replaces (assignment/'s, or a previous export's); None where the total
@@ -138,7 +157,7 @@ transformers 4.x and 5.x). Where the kit is installed already, as below, the cel
 
 ## On your own machine
 
-Python 3.10 or newer, and internet for the install; after it, neither a GPU nor internet is needed: on a CPU
+Python 3.11 or newer, and internet for the install; after it, neither a GPU nor internet is needed: on a CPU
 the notebook runs on the kit's own small models.
 From a clone of this repository:
 

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.student_repo:
         return export(solution, autograder, Path(args.student_repo), config, check=args.check, out_dir=out_dir)
+    answers_file = release.checkout_answers(Path("."))  # refuses an installed copy, before any work
     if args.check:
         with steps(2, "release --check") as bar:
             stale = current(solution, out_dir, autograder, config, bar)
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         with step(bar, "the student notebook, with nbgrader"):
             notebook = release.release(solution, out_dir, config)
         with step(bar, "the visible checks' answers, from the solution"):
-            written = answers.write_answers(solution, autograder)
+            written = answers.write_answers(solution, autograder, answers_file)
     print(f"wrote {notebook} and {written}" + (f"; {note}" if note else ""))
     return 0
 
@@ -76,16 +77,17 @@ def step(bar, what: str):
 
 
 def current(solution: Path, out_dir: Path, autograder: Path, config, bar) -> str | None:
-    """None where the committed release notebook and answers equal a fresh release's, else which are stale (with the
-    new total where it moved); two steps of `bar`."""
+    """None where the committed release notebook and the checkout's answers equal a fresh release's, else which are
+    stale (with the new total where it moved); two steps of `bar`."""
     from ..authoring import answers, release
 
+    answers_file = release.checkout_answers(Path("."))
     with step(bar, "checking the student notebook against a fresh one"):
         notebook_fresh = release.is_current(solution, out_dir, config)
     with step(bar, "checking the visible checks' answers against the solution's"):
-        answers_fresh = answers.answers_current(solution, autograder)
+        answers_fresh = answers.answers_current(solution, autograder, answers_file)
     stale = [str(path) for path, fresh in ((out_dir / release.NOTEBOOK, notebook_fresh),
-                                           (answers.ANSWERS_FILE, answers_fresh)) if not fresh]
+                                           (answers_file, answers_fresh)) if not fresh]
     if not stale:
         return None
     note = None if notebook_fresh else release.points_note(solution, out_dir / release.NOTEBOOK)
@@ -95,12 +97,12 @@ def current(solution: Path, out_dir: Path, autograder: Path, config, bar) -> str
 def check_verdict(stale: str | None, out_dir: Path) -> int:
     """current()'s finding, printed once its bar is closed: on stderr what is stale, else on stdout that all is
     current; the exit status."""
-    from ..authoring import answers, release
+    from ..authoring import release
 
     if stale:
         print(f"{stale}: run specdec-course release", file=sys.stderr)
         return 1
-    print(f"{out_dir / release.NOTEBOOK} and {answers.ANSWERS_FILE.name} are current")
+    print(f"{out_dir / release.NOTEBOOK} and {release.STUDENT_ANSWERS} are current")
     return 0
 
 

@@ -112,7 +112,7 @@ def test_valid_config_publishes_its_repository_and_tag(tmp_path, capsys, monkeyp
     monkeypatch.setattr(release, "render_release", lambda solution, config: course_config.install_spec(config))
     monkeypatch.setattr(answers, "render_answers", lambda solution, autograder: '{"answers": "rendered"}\n')
     monkeypatch.chdir(REPO)
-    checkout = {path: path.read_bytes() for path in (RELEASE, answers.ANSWERS_FILE)}
+    checkout = {path: path.read_bytes() for path in (RELEASE, REPO / release.STUDENT_ANSWERS)}
     student = tmp_path / "student"
     argv = ["release", "--autograder", autograder, "--student-repo", str(student)]
     code = main(argv)
@@ -224,7 +224,7 @@ def test_release_shows_its_steps_on_stderr_and_says_how_the_total_moved(tmp_path
         print(loading)
         return '{"answers": "rendered"}\n'
 
-    def write_answers(solution, autograder):
+    def write_answers(solution, autograder, path):
         render_answers(solution, autograder)
         return tmp_path / "answers.json"
 
@@ -255,3 +255,59 @@ def test_release_shows_its_steps_on_stderr_and_says_how_the_total_moved(tmp_path
     run(out, "2/2", "wrote")  # no notebook in --out before: nothing to compare with
     shutil.copy(RELEASE, tmp_path / "out" / release.NOTEBOOK)  # the committed release, at the old total
     run(out, "2/2", note)
+
+
+def fake_checkout(tmp_path, monkeypatch, installed: bool):
+    """A checkout at tmp_path/checkout (its answers "old"), the current folder, whose student package this process
+    imports, or (`installed`) imports from a site-packages copy (its answers "installed"); nbgrader and the answers
+    replaced by stand-ins. The checkout's answers file and the imported one."""
+    from specdec_kit.checks import answers as recorded
+
+    checkout = tmp_path / "checkout"
+    ours = checkout / release.STUDENT_ANSWERS
+    ours.parent.mkdir(parents=True)
+    ours.write_text("old")
+    imported = ours
+    if installed:
+        imported = tmp_path / "lib" / "python3.11" / "site-packages" / "specdec_kit" / "checks" / "answers.json"
+        imported.parent.mkdir(parents=True)
+        imported.write_text("installed")
+    monkeypatch.setattr(recorded, "ANSWERS_FILE", imported)
+    monkeypatch.setattr(release, "render_release", lambda solution, config: RELEASE.read_text())
+    monkeypatch.setattr(answers, "render_answers", lambda solution, autograder: "rendered")
+    monkeypatch.chdir(checkout)
+    return ours, imported
+
+
+def release_argv(tmp_path) -> list[str]:
+    return ["release", "--solution", str(REPO / "solutions" / release.NOTEBOOK), "--autograder",
+            str(REPO / "autograder"), "--out", str(tmp_path / "out")]
+
+
+def test_release_writes_the_answers_into_the_checkout(tmp_path, monkeypatch, capsys):
+    ours, _ = fake_checkout(tmp_path, monkeypatch, installed=False)
+    assert main(release_argv(tmp_path)) == 0, f"a release from its checkout should succeed: {capsys.readouterr()}"
+    assert ours.read_text() == "rendered", "the release writes the answers into the checkout's src/specdec_kit"
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_release_refuses_an_installed_student_package(tmp_path, monkeypatch, capsys, check):
+    """The kit imported from site-packages: neither that copy nor the checkout is written, or checked against."""
+    ours, imported = fake_checkout(tmp_path, monkeypatch, installed=True)
+    code = main(release_argv(tmp_path) + ["--check"] * check)
+    err = capsys.readouterr().err
+    assert code == 2 and "an installed copy" in err and "pip install -e ." in err, (
+        f"release{' --check' * check} should refuse a student package imported from site-packages and say how to "
+        f"import the checkout's: exit {code}, {err!r}")
+    assert (ours.read_text(), imported.read_text()) == ("old", "installed"), "nothing is written on a refusal"
+    assert not (tmp_path / "out").exists(), "the refusal comes before the notebook's release"
+
+
+def test_release_refuses_a_folder_that_is_no_checkout(tmp_path, monkeypatch, capsys):
+    fake_checkout(tmp_path, monkeypatch, installed=False)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    code = main(release_argv(tmp_path))
+    err = capsys.readouterr().err
+    assert code == 2 and "run specdec-course release from the checkout's root" in err, (
+        f"release run outside a checkout should say where to run it: exit {code}, {err!r}")
