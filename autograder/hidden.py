@@ -8,17 +8,13 @@ hidden cases' answers come from the course's oracle, computed here (the visible 
 """
 
 import random
+import tomllib
 from pathlib import Path
 
 from specdec_course.core.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.checks.adaptive import check_adaptive_rounds
 from specdec_kit.timing import ForwardCosts
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
-    import tomli as tomllib
 
 CONFIG = tomllib.loads((Path(__file__).with_name("config.toml")).read_text())
 SPEEDUP_MIN_RATIO = float(CONFIG["speedup"]["min_ratio"])

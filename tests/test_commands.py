@@ -9,9 +9,9 @@ import argparse
 import importlib
 import subprocess
 import sys
+import tomllib
 
 import pytest
-import tomllib
 
 from specdec_course.cli import main
 

@@ -43,10 +43,7 @@ class CourseConfig:
 
 def load_config(autograder_dir: Path = Path("autograder")) -> CourseConfig:
     """Read and check `autograder_dir/config.toml`; a missing or mistyped value raises ValueError naming it."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the instructor extra installs tomli
-        import tomli as tomllib
+    import tomllib
     path = autograder_dir / CONFIG_NAME
     try:
         data = tomllib.loads(path.read_text())

@@ -37,7 +37,7 @@ import stat
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from ..core.regular_files import Refused, read_below, walk
@@ -145,7 +145,7 @@ def _attempt_time(text: str) -> str:
     """Blackboard's attempt time in ISO 8601 UTC, "" if it is no date. It carries no zone and is read as this
     machine's local time, as zip entry times are (`archives.py`)."""
     try:
-        return datetime.strptime(text, "%Y-%m-%d-%H-%M-%S").astimezone(timezone.utc).isoformat(timespec="seconds")
+        return datetime.strptime(text, "%Y-%m-%d-%H-%M-%S").astimezone(UTC).isoformat(timespec="seconds")
     except (ValueError, OverflowError, OSError):  # a month 13, or a year the platform's clock cannot place
         return ""
 
@@ -415,7 +415,7 @@ def upload_time(owner: Owner, path: Path) -> str:
 
 def file_time(path: Path) -> str:
     """The time of `path` itself (of a link, not of what it names), as ISO 8601 UTC."""
-    return datetime.fromtimestamp(os.lstat(path).st_mtime, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(os.lstat(path).st_mtime, UTC).isoformat(timespec="seconds")
 
 
 def read_roster(path: Path, column: str | None = None) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -82,7 +82,7 @@ def read_history(path: Path) -> list[dict[str, str]]:
 
 
 def _write_history(path: Path, history: list[dict[str, str]], old_rows: list[dict[str, str]]) -> None:
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     rows = [*history, *({"replaced_at": stamp, **r} for r in old_rows)]
     columns = list(dict.fromkeys(["replaced_at", *(k for r in rows for k in r)]))
     with path.open("w", newline="", encoding="utf-8") as f:

@@ -34,8 +34,12 @@ SETUP_SH = f"""\
 set -euo pipefail
 root=${{AUTOGRADER_ROOT:-/autograder}}
 apt-get update -q && apt-get install -y -q python3 python3-venv python3-pip
+python=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then  # the kit needs 3.11 (pyproject.toml)
+    apt-get install -y -q python3.11 python3.11-venv && python=python3.11
+fi
 cd "$root/source"
-bash packaging/install.sh "$root/source/.venv" notebook,instructor
+PYTHON=$python bash packaging/install.sh "$root/source/.venv" notebook,instructor
 # The offline models where the sandbox's user can read them (root's home is closed to it).
 export SPECDEC_KIT_CACHE="$root/source/.zoo"
 "$root/source/.venv/bin/specdec-kit" zoo {" ".join(course.GRADING_PAIRS)}  # grading's pairs, built once

@@ -16,13 +16,13 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
-import tomllib
 from packaging.requirements import Requirement
 
 from specdec_course.authoring import release

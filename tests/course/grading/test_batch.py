@@ -7,7 +7,7 @@ Example run: python -m pytest tests/course/grading/test_batch.py -q
 import csv
 import os
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import nbformat
@@ -246,7 +246,7 @@ def test_export_totals_every_student_and_waits_for_the_hand_graded_report(batch,
     """After amy's report is graded by hand (the test above): her total is 90 + 7 + 11 extra credit; roster student
     ann is missing."""
     course, _, _, _ = batch
-    due = datetime.now(timezone.utc) - timedelta(days=1)
+    due = datetime.now(UTC) - timedelta(days=1)
     grades = {g.student: g for g in lms.class_grades(course.parent, Deadline(due, 60), roster=["ann"])}
     assert sorted(grades) == ["amy", "ann", "mallory", "zed"], f"every graded and roster student: {sorted(grades)}"
     assert (grades["amy"].auto, grades["amy"].manual, grades["amy"].extra_credit, grades["amy"].total) == (
