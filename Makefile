@@ -44,7 +44,7 @@ STAMP4 := $(VENV4)/.installed
 $(STAMP4): pyproject.toml environment.yml
 	python3 -m venv $(VENV4)
 	grep -v -E '^(transformers|tokenizers)==' $(VENV)/pins.txt > $(VENV4)/pins.txt  # 4.x wants an older tokenizers
-	$(VENV4)/bin/python -m pip install -q torch==2.13.0
+	$(VENV4)/bin/python -m pip install -q -c $(VENV4)/pins.txt torch
 	$(VENV4)/bin/python -m pip install -q -c $(VENV4)/pins.txt transformers==$(TRANSFORMERS4) -e '.[dev]'
 	touch $(STAMP4)
 

@@ -13,5 +13,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "${PYTHON:-python3}" -m venv "$venv"
 # environment.yml's pins as a constraints file, by the function that writes the student repository's constraints.txt
 PYTHONPATH="$root/src" "${PYTHON:-python3}" -m specdec_course.core.pins "$root/environment.yml" "$venv/pins.txt"
-"$venv/bin/python" -m pip install -q torch==2.13.0
+"$venv/bin/python" -m pip install -q -c "$venv/pins.txt" torch
 "$venv/bin/python" -m pip install -q -c "$venv/pins.txt" -e "$root[$extras]"

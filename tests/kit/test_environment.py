@@ -86,6 +86,15 @@ def test_student_distribution_claims_one_python():
     )
 
 
+def test_torch_is_pinned_in_environment_yml_alone():
+    """Every install takes torch's version from environment.yml's pins (pins.txt, the students' constraints.txt): a
+    new torch is one edit."""
+    places = [REPO / "packaging" / "install.sh", REPO / "Makefile", REPO / ".ci" / "run", REPO / "packaging" /
+              "Dockerfile", *REPO.glob("src/**/*.py"), *REPO.glob("tests/**/*.py")]
+    named = [str(path.relative_to(REPO)) for path in places if re.search(r"torch==\d", path.read_text())]
+    assert not named, f"these name torch's version, which environment.yml alone pins: {named}"
+
+
 def test_install_script_constrains_pip_with_the_environment_pins(tmp_path):
     script = (REPO / "packaging" / "install.sh").read_text()
     [writes] = [line for line in script.splitlines() if "specdec_course.core.pins" in line]
