@@ -73,15 +73,17 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
                     budget.charge(child.used)
             seconds = child.cost if served else time.perf_counter() - started
         [case] = assemble(events, request, redact=child is student)
-        if child is student and served:
-            _own_rounds(case, prompt.text, timing["k"], servers[0].delegated > delegated)
-        return case, seconds
+        return case, seconds, served and servers[0].delegated > delegated
+
+    def own_rounds(run: tuple, prompt) -> None:
+        if served:
+            _own_rounds(run[0], prompt.text, timing["k"], run[2])
 
     try:
         for method in ("hf_assisted", "target_greedy"):  # warm-up: loading, allocation, kernel selection
             timed(method, timing["prompts"][0], 8)
         for prompt in timing["prompts"]:
-            timed("cached", prompt, timing["max_new_tokens"])
+            own_rounds(timed("cached", prompt, timing["max_new_tokens"]), prompt)
         if before_timing:
             with budget.pause():
                 before_timing()
@@ -95,7 +97,8 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
                 runs = {m: timed(m, unseen, timing["max_new_tokens"]) for m in order}
                 _same_as_greedy(runs["cached"][0], runs["target_greedy"][0].result["token_ids"], unseen, base, kit,
                                 plan)
-                for method, (outcome, seconds) in runs.items():
+                own_rounds(runs["cached"], unseen)  # after its tokens: a wrong answer is told as one
+                for method, (outcome, seconds, _) in runs.items():
                     speed[(method, prompt.id, repeat)] = len(outcome.result["token_ids"]) / seconds
     finally:
         student.close()
