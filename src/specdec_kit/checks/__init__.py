@@ -20,8 +20,9 @@ passes; when it fails, the decode's rounds drawn over correct decoding's where t
 from .adaptive import check_adaptive
 from .caching import check_cache_use, check_same_call_twice, judge_cache_use, stale_cache_position, unfed_position
 from .cells import run_test
-from .core import CheckFailed, LocalRunner, as_runner, decoded, require, require_seen_forwards
+from .core import LocalRunner, as_runner, decoded, require_seen_forwards
 from .decoding import PROMPTS, check_counts, check_eos_and_budget, check_exact, eos_and_budget_cases, first_after
+from .failure import CheckFailed, require
 from .lookup import check_lookup
 from .sampling import SamplingCase, check_sampling
 from .speed import (

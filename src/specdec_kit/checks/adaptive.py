@@ -19,8 +19,9 @@ from ..baseline import prompt_for_token, zoo_tokenizer
 from ..timing import ForwardCosts
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
-from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .core import as_runner, decoded, require_seen_forwards
 from .decoding import check_exact, how_tokens_differ
+from .failure import CheckFailed, require
 
 THRESHOLD = 0.4  # AdaptiveSpeculativeDecoder's default confidence_threshold, which the probes construct it with
 MAX_K = 16  # and its default max_k

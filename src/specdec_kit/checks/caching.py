@@ -13,8 +13,9 @@ from __future__ import annotations
 from .. import zoo
 from ..baseline import prompt_for_token, zoo_tokenizer
 from .answers import answers_or_recorded
-from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .core import as_runner, decoded, require_seen_forwards
 from .decoding import failed_decodes_shown, first_after, how_tokens_differ, rounds_shown, scripted_case
+from .failure import CheckFailed, require
 from .outcomes import CaseOutcome
 from .steps import verify_answers
 

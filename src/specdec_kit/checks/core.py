@@ -1,4 +1,5 @@
-"""What every check shares: the verdict type and the runner a check's probes go through.
+"""What every check shares: the runner a check's probes go through, and the helpers that read what came back (the
+verdict type is `failure.CheckFailed`).
 
 A check takes the decoder class itself (a notebook: its probes run in this process, `LocalRunner`) or any
 runner with the same `run(request)` method (grading: `course.isolation.ChildRunner`, in another process).
@@ -10,36 +11,17 @@ import signal
 import threading
 from collections import Counter
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from ..probes import ROLES, pair_dirs, run_probe, set_threads
 from ..result import DecodeResult
 from ..tracebacks import fold, render
-
-if TYPE_CHECKING:
-    from .outcomes import CaseOutcome
+from .failure import require
+from .outcomes import CaseOutcome, assemble
 
 LOCAL_SECONDS = 120  # CPU seconds of one probe of a visible check in a notebook; on the tiny pair they take seconds
 # A time limit counts the CPU the code used, so a loaded machine does not stretch it; the clock stops it only at this
 # many times the limit (code that waits on nothing uses no CPU).
 WALL_FACTOR = 10
-
-
-class CheckFailed(AssertionError):
-    """A check's verdict: what was expected, what came back, and where to look.
-
-    In a notebook only the student's frames show (`tracebacks`); `rounds`, when a check sets it, holds the decode's
-    rounds and correct decoding's (`rounds.Rounds`, yours then expected) for the test cell to draw."""
-
-    rounds: tuple | None = None
-
-    def _render_traceback_(self) -> list[str]:
-        return render(self)
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise CheckFailed(message)
 
 
 class CheckTimeout(BaseException):
@@ -68,8 +50,6 @@ class LocalRunner:
         set_threads()
 
     def run(self, request: dict) -> list[CaseOutcome]:
-        from .outcomes import assemble  # which reads this module's CheckFailed
-
         events = self.events = []
         pair_dirs(request["pair"])  # builds the offline pair once per machine, outside the time limit
         try:

@@ -21,7 +21,8 @@ from ..rounds import Rounds, build_rounds, correct_rounds, scripted_rounds, veri
 from ..rounds import first_difference as first_round_difference
 from ..timing import NoProgress
 from .answers import answers_or_recorded, recorded
-from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .core import as_runner, decoded, require_seen_forwards
+from .failure import CheckFailed, require
 from .outcomes import CaseOutcome
 from .steps import K_VALUES
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from .. import zoo
 from ..baseline import zoo_greedy, zoo_tokenizer
 from .answers import answers_or_recorded
-from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .core import as_runner, decoded, require_seen_forwards
 from .decoding import check_exact, how_tokens_differ
+from .failure import CheckFailed, require
 
 # (ids, k) with what each shows; the expected drafts are `answers.lookup`'s (max_ngram_size 3, the decoder's default).
 DRAFT_CASES = (

@@ -24,7 +24,7 @@ from functools import cache
 
 from ..probes import ProbeError
 from ..timing import DTYPES, ROLES, ForwardCall
-from .core import CheckFailed
+from .failure import CheckFailed
 
 MAX_ITEMS = 1 << 20  # numbers in one list of an answer (a token list, the samples)
 METHODS = {"load": "__init__", "draft": "generate_draft_tokens", "verify": "verify_tokens_vectorized",

@@ -29,8 +29,9 @@ from ..baseline import prompt_for_token, zoo_model, zoo_tokenizer
 from ..sampling import warp
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
-from .core import CheckFailed, as_runner, require, require_seen_forwards
+from .core import as_runner, require_seen_forwards
 from .decoding import too_many_forwards
+from .failure import CheckFailed, require
 
 PAIR = "sampling"
 SAMPLES = 200  # continuations per case: the forgotten residual's statistic is about 0.2 per sample, 40 here

@@ -19,8 +19,9 @@ from ..probes import set_threads
 from ..timing import Observer
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
-from .core import CheckFailed, as_runner, decoded, require, require_seen_forwards
+from .core import as_runner, decoded, require_seen_forwards
 from .decoding import how_tokens_differ
+from .failure import CheckFailed, require
 
 SPEEDUP_MIN_RATIO = 0.75  # public default: the cached decoder's tokens/s over HF assisted generation's
 SPEEDUP_K = 4

@@ -16,7 +16,8 @@ from ..baseline import first_difference, zoo_tokenizer
 from ..probes import LOAD_PADDING, LOAD_TEXT
 from ..timing import ROLES
 from .answers import answers_or_recorded
-from .core import CheckFailed, as_runner, require, require_seen_forwards
+from .core import as_runner, require_seen_forwards
+from .failure import CheckFailed, require
 
 K_VALUES = (1, 2, 4, 7)
 

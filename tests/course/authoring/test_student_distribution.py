@@ -295,7 +295,8 @@ def test_set_up_cell_installs_the_published_tree_and_the_blank_notebook_runs(pub
     setup.source = with_addresses(setup.source, url, (published / pins.CONSTRAINTS_NAME).as_uri())
     nbformat.write(notebook, tmp_path / release.NOTEBOOK)
     venv = tmp_path / "venv"
-    script = "\n".join(["set -euxo pipefail", f"python3 -m venv {venv}", f"{venv}/bin/pip install -q -c {published / pins.CONSTRAINTS_NAME} torch",
+    script = "\n".join(["set -euxo pipefail", f"python3 -m venv {venv}",
+                        f"{venv}/bin/pip install -q -c {published / pins.CONSTRAINTS_NAME} torch",
                         f"{venv}/bin/pip install -q nbconvert ipykernel",
                         f"{venv}/bin/jupyter nbconvert --to notebook --execute --allow-errors --output run.ipynb "
                         f"{release.NOTEBOOK}"])
