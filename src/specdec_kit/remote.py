@@ -202,8 +202,9 @@ class RemoteModel(torch.nn.Module):
                 raise TypeError("assistant_model must be one of the models this decoder was given")
             kwargs["assistant_model"] = [assistant.pair, assistant.role]
             for name in ASSISTANT_SETTINGS:  # read from the assistant's generation config, as HF reads them
-                if getattr(assistant.generation_config, name, None) is not None:
-                    kwargs.setdefault(name, getattr(assistant.generation_config, name))
+                value = getattr(assistant.generation_config, name, None)
+                if value is not None:
+                    kwargs.setdefault(name, value)
         if kwargs.get("generation_config") is not None:
             kwargs.update(copy.deepcopy(kwargs.pop("generation_config")).to_diff_dict())
         kwargs.pop("generation_config", None)

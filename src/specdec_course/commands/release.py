@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     answers_file = release.checkout_answers(Path("."))  # refuses an installed copy, before any work
     if args.check:
         with steps(2, "release --check") as bar:
-            stale = current(solution, out_dir, autograder, config, bar)
+            stale = current(solution, out_dir, autograder, config, answers_file, bar)
         return check_verdict(stale, out_dir)
     note = release.points_note(solution, out_dir / release.NOTEBOOK)  # before the notebook it reads is replaced
     with steps(2, "release") as bar:
@@ -76,12 +76,11 @@ def step(bar, what: str):
     bar.update()
 
 
-def current(solution: Path, out_dir: Path, autograder: Path, config, bar) -> str | None:
-    """None where the committed release notebook and the checkout's answers equal a fresh release's, else which are
-    stale (with the new total where it moved); two steps of `bar`."""
+def current(solution: Path, out_dir: Path, autograder: Path, config, answers_file: Path, bar) -> str | None:
+    """None where the committed release notebook and the checkout's answers (`answers_file`) equal a fresh
+    release's, else which are stale (with the new total where it moved); two steps of `bar`."""
     from ..authoring import answers, release
 
-    answers_file = release.checkout_answers(Path("."))
     with step(bar, "checking the student notebook against a fresh one"):
         notebook_fresh = release.is_current(solution, out_dir, config)
     with step(bar, "checking the visible checks' answers against the solution's"):
@@ -115,7 +114,8 @@ def export(solution: Path, autograder: Path, dest: Path, config, check: bool, ou
     release.previous_export(dest)  # refuses a directory it may not write, before nbgrader runs
     note = release.points_note(solution, dest / release.NOTEBOOK)  # against the notebook students have now
     with steps(3 + 2 * check, "release --student-repo") as bar:
-        stale = current(solution, out_dir, autograder, config, bar) if check else None
+        stale = current(solution, out_dir, autograder, config, release.checkout_answers(Path(".")), bar) \
+            if check else None
         if not stale:
             with tempfile.TemporaryDirectory() as scratch:
                 with step(bar, "the student notebook, with nbgrader"):

@@ -68,9 +68,14 @@ class Meter:
         self.idle = 0.0  # the stretches spent waiting on nothing
         self._look, self._look_computing, self._moved = self._started, 0.0, False
 
-    def computing(self) -> float:
+    def _spent(self) -> tuple[float, float]:
+        """(the CPU of its processes, the grading process's CPU in serving it), since the meter started."""
         serving = time.thread_time() - self._serving_since if self._serving_since is not None else 0.0
-        return (self._cpu() - self._cpu_started) / self.threads + self._served + serving
+        return self._cpu() - self._cpu_started, self._served + serving
+
+    def computing(self) -> float:
+        own, served = self._spent()
+        return own / self.threads + served
 
     def used(self) -> float:
         return self.computing() + self.idle
@@ -79,8 +84,8 @@ class Meter:
         """What a decode cost, for a speed ratio between two runs measured alike: the CPU of its processes, every
         thread counted whole, the grading process's CPU in serving it, and its stretches waiting on nothing. A loaded
         machine delays a decode without raising its cost."""
-        serving = time.thread_time() - self._serving_since if self._serving_since is not None else 0.0
-        return self._cpu() - self._cpu_started + self._served + serving + self.idle
+        own, served = self._spent()
+        return own + served + self.idle
 
     @contextlib.contextmanager
     def serving(self):

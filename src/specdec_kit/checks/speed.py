@@ -181,7 +181,7 @@ def describe_speed(measured: dict) -> str:
     speed = measured["tokens_per_s"]
     return (f"speedup on {measured['pair']} ({measured['device']}, {measured['dtype']}, k={measured['k']}, "
             f"median of {measured['runs']} paired runs): {measured['vs_hf_assisted']:.2f}x HF assisted generation, "
-            f"{measured['vs_target_greedy']:.2f}x target greedy; tokens/{measured.get('per', 's')}: cached "
+            f"{measured['vs_target_greedy']:.2f}x target greedy; tokens/{measured['per']}: cached "
             f"{speed['cached']:.1f}, hf_assisted {speed['hf_assisted']:.1f}, "
             f"target_greedy {speed['target_greedy']:.1f}")
 
