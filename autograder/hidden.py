@@ -2,22 +2,18 @@
 
 Other prompts, other starting tokens, other k and a second zoo pair (`tiny-b`) than the visible cells
 use, so that code fitted to the visible cases does not pass. `specdec-course autograde` loads this file by
-path in the grading process (`verdict.load_plan`); no student's kernel has it on its import path.
+path in the grading process (`specdec_course.core.plan.load_plan`, which takes the limits and the speed bar from
+config.toml); no student's kernel has it on its import path.
 Every check takes the runner the grader gives it (the probes run in a child process, the judging here), and the
 hidden cases' answers come from the course's oracle, computed here (the visible ones read the kit's recorded data).
 """
 
 import random
-import tomllib
-from pathlib import Path
 
 from specdec_course.core.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.checks.adaptive import check_adaptive_rounds
 from specdec_kit.timing import ForwardCosts
-
-CONFIG = tomllib.loads((Path(__file__).with_name("config.toml")).read_text())
-SPEEDUP_MIN_RATIO = float(CONFIG["speedup"]["min_ratio"])
 
 PROMPTS = ("Customer: Do you have this jacket in a larger size?\nClerk:",
            "one, two, three, four, five, six, seven, eight,",

@@ -1,6 +1,8 @@
-"""The course's settings for publishing and deadlines, read from the instructor's `autograder/config.toml`.
+"""The course's settings, read and checked once from the instructor's `autograder/config.toml`: every reader (the
+grading plan, a batch's set-up, `release`, `export`, `merge`) takes this object, none parses the file itself.
 
     config = load_config(Path("autograder"))   # [publish] student_repo, tag; [deadline] due, grace_minutes
+    config.min_ratio, config.limits            # [speedup] min_ratio; [limits] check_seconds, memory_mb, ...
     install_spec(config)                       # what the notebook's set-up cell passes to pip
     constraints_url(config)                    # the constraints.txt it reads the course's versions from
     placeholder_problems(config)               # [] once the instructor has set the student repository
@@ -12,7 +14,7 @@ student README, and refuses `--student-repo` while `placeholder_problems` finds 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 
@@ -32,13 +34,31 @@ class Deadline:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The [limits] section: per submission, in its own time (config.toml's comments say what each counts)."""
+
+    notebook_seconds: int  # the notebook's own run, whole
+    cell_seconds: int  # any one of its cells
+    check_seconds: float  # any one check of the verdict
+    verdict_seconds: float  # all checks of one notebook together
+    memory_mb: int  # each grading process
+    scratch_mb: int  # what each sandbox may write
+    scratch_files: int
+    require_cgroups: bool  # refuse to grade, sandboxed as root, without a cgroup
+    archive_mb: int  # how far a class's zip or tar may expand
+    archive_files: int
+
+
+@dataclass(frozen=True)
 class CourseConfig:
-    """The [publish] and [deadline] sections of `path`."""
+    """Every section of `path`."""
 
     path: Path  # named in every error about a value
     student_repo: str  # GitHub owner/name the student tree is published to
     tag: str  # the tag of the student repository that students install the support package at
     deadline: Deadline
+    min_ratio: float  # [speedup]: test_speedup's bar, the cached decoder's speed over HF assisted generation's
+    limits: Limits
 
 
 def load_config(autograder_dir: Path = Path("autograder")) -> CourseConfig:
@@ -50,9 +70,11 @@ def load_config(autograder_dir: Path = Path("autograder")) -> CourseConfig:
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path} is not valid TOML: {e}") from None
     publish, deadline = _section(data, "publish", path), _section(data, "deadline", path)
+    speedup, limits = _section(data, "speedup", path), _section(data, "limits", path)
     return CourseConfig(path, _string(publish, "publish", "student_repo", path),
                         _string(publish, "publish", "tag", path),
-                        Deadline(_due(deadline.get("due"), path), _grace_minutes(deadline.get("grace_minutes"), path)))
+                        Deadline(_due(deadline.get("due"), path), _grace_minutes(deadline.get("grace_minutes"), path)),
+                        _positive(speedup, "speedup", "min_ratio", float, path), _limits(limits, path))
 
 
 def install_spec(config: CourseConfig) -> str:
@@ -87,6 +109,29 @@ def _section(data: dict, name: str, path: Path) -> dict:
     if not isinstance(section, dict):
         raise ValueError(f"{path} has no [{name}] section")
     return section
+
+
+def _limits(section: dict, path: Path) -> Limits:
+    values = {}
+    for field in fields(Limits):
+        if field.type == "bool":
+            value = section.get(field.name)
+            if not isinstance(value, bool):
+                raise ValueError(f"{path}: [limits] {field.name} must be true or false, got {value!r}")
+            values[field.name] = value
+        else:
+            values[field.name] = _positive(section, "limits", field.name, int if field.type == "int" else float, path)
+    return Limits(**values)
+
+
+def _positive(section: dict, name: str, key: str, kind: type, path: Path) -> float:
+    """`section[key]`, a positive number (a whole one where `kind` is int)."""
+    value = section.get(key)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not (whole or (kind is float and isinstance(value, float))) or value <= 0:
+        what = "a whole number above 0" if kind is int else "a number above 0"
+        raise ValueError(f"{path}: [{name}] {key} must be {what}, got {value!r}")
+    return kind(value)
 
 
 def _string(section: dict, name: str, key: str, path: Path) -> str:

@@ -12,6 +12,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import CourseConfig, load_config
+
 SPEED_TEST = "test_speedup"  # the test the grader times after its checks
 # The speed test times only a decoder that passed this test: its cases are the grader's and the same in every run, so
 # a decoder whose tokens go wrong loses the speed test whatever prompts a run's timing draws.
@@ -38,8 +40,9 @@ class Plan:
     scratch_files: int
 
 
-def load_plan(autograder_dir: Path) -> Plan:
-    """Import the instructors' hidden checks by path (never from a kernel's import path)."""
+def load_plan(autograder_dir: Path, config: CourseConfig | None = None) -> Plan:
+    """Import the instructors' hidden checks by path (never from a kernel's import path); the limits and the speed
+    bar are `config`'s (default: autograder_dir's config.toml)."""
     spec = importlib.util.spec_from_file_location("specdec_hidden_checks", autograder_dir / "hidden.py")
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
@@ -48,6 +51,7 @@ def load_plan(autograder_dir: Path) -> Plan:
         raise ValueError(f"{autograder_dir / 'hidden.py'}: TESTS lists {SPEED_TEST} before {EXACT_BEFORE_TIMING}, but "
                          f"the speed test is timed only after {EXACT_BEFORE_TIMING}'s verdict (the grader runs the "
                          f"tests in TESTS' order): list {EXACT_BEFORE_TIMING} first")
-    limits = hidden.CONFIG["limits"]
-    return Plan(hidden.TESTS, hidden.SPEEDUP_MIN_RATIO, float(limits["check_seconds"]), int(limits["memory_mb"]),
-                float(limits["verdict_seconds"]), int(limits["scratch_mb"]), int(limits["scratch_files"]))
+    config = config or load_config(autograder_dir)
+    limits = config.limits
+    return Plan(hidden.TESTS, config.min_ratio, limits.check_seconds, limits.memory_mb, limits.verdict_seconds,
+                limits.scratch_mb, limits.scratch_files)

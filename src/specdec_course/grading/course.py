@@ -74,19 +74,20 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
     if not (autograder_dir / "hidden.py").is_file():
         raise ValueError(f"{autograder_dir} holds no hidden.py: pass --autograder with the instructors' folder")
-    limits = _limits(autograder_dir)
-    seconds = int(limits["notebook_seconds"]) if notebook_seconds is None else notebook_seconds
+    config = course_config.load_config(autograder_dir)
+    limits = config.limits
+    seconds = limits.notebook_seconds if notebook_seconds is None else notebook_seconds
     if seconds <= 0:
         raise ValueError(f"the notebook time limit must be a positive number of seconds, got {seconds}")
     isolation = box.detect() if sandboxed else "none"  # after the options: a bad option is named first
     if sandboxed and isolation == "none":
         raise box.SandboxError(f"no sandbox for the students' code: {box.why_not()}; or pass --no-sandbox "
                                "to grade without one (every row then says so)")
-    cgroup = _cgroup(isolation, _required(limits) and not one_per_container, autograder_dir)
-    cell_seconds = min(seconds, int(limits["cell_seconds"]))
+    cgroup = _cgroup(isolation, limits.require_cgroups and not one_per_container, autograder_dir)
+    cell_seconds = min(seconds, limits.cell_seconds)
     prepare_course(course, solution, autograder_dir, seconds, cell_seconds)
     prepare_zoo()
-    plan = load_plan(autograder_dir)
+    plan = load_plan(autograder_dir, config)
     points = {name: p for name, p in course_points(course).items() if name in plan.tests}
     extra_credit = {name: p for name, p in course_extra_credit(course).items() if name in plan.tests}
     release = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
@@ -94,13 +95,6 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
         box.hide([autograder_dir, solution.parent, course.parent])
     return BatchSetup(plan, autograder_dir, points, extra_credit, release, seconds, cell_seconds, jobs, isolation,
                       box.limits_label(isolation, cgroup))
-
-
-def _required(limits: dict) -> bool:
-    required = limits.get("require_cgroups", True)
-    if not isinstance(required, bool):
-        raise ValueError(f"[limits] require_cgroups must be true or false, got {required!r}")
-    return required
 
 
 def _cgroup(isolation: str, required: bool, autograder_dir: Path) -> str:
@@ -120,14 +114,8 @@ def _cgroup(isolation: str, required: bool, autograder_dir: Path) -> str:
 
 def archive_limits(autograder_dir: Path) -> ArchiveLimits:
     """How far a class's zip or tar may expand: [limits] archive_mb and archive_files of config.toml."""
-    limits = _limits(autograder_dir)
-    return ArchiveLimits(int(limits.get("archive_mb", ArchiveLimits.megabytes)),
-                         int(limits.get("archive_files", ArchiveLimits.files)))
-
-
-def _limits(autograder_dir: Path) -> dict:
-    import tomllib
-    return tomllib.loads((autograder_dir / "config.toml").read_text())["limits"]
+    limits = course_config.load_config(autograder_dir).limits
+    return ArchiveLimits(limits.archive_mb, limits.archive_files)
 
 
 def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_seconds: int = 600,

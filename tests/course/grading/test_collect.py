@@ -313,7 +313,9 @@ def test_an_archive_past_its_limits_is_one_row_and_nothing_is_unpacked(tmp_path,
 def test_archive_limits_come_from_the_course_config(tmp_path):
     assert course.archive_limits(REPO / "autograder") == ArchiveLimits(4096, 10000), \
         "autograder/config.toml states 4096 MB and 10000 entries"
-    (tmp_path / "config.toml").write_text("[limits]\narchive_mb = 7\narchive_files = 3\n")
+    config = (REPO / "autograder" / "config.toml").read_text()
+    (tmp_path / "config.toml").write_text(config.replace("archive_mb = 4096", "archive_mb = 7")
+                                          .replace("archive_files = 10000", "archive_files = 3"))
     assert course.archive_limits(tmp_path) == ArchiveLimits(7, 3), "[limits] archive_mb and archive_files"
 
 
