@@ -26,15 +26,15 @@ from pathlib import Path
 
 import nbformat
 
+from specdec_course.authoring.points import PARTS
 from specdec_course.selftest.catalogue import Entry, make_submission
 
 from conftest import REPO, SOLUTION
 
 RELEASE = REPO / "assignment" / "speculative_decoding.ipynb"
 MARKER = "TAMPER-ACTED"
-AUTO = ("test_loading", "test_draft_tokens", "test_verify_alignment", "test_correction_and_bonus", "test_exact",
-        "test_eos_and_budget", "test_counts", "test_cached_exact", "test_cache_use", "test_speedup")
-CACHED = ("test_cached_exact", "test_cache_use", "test_speedup")
+CACHED = PARTS[1].tests  # Part 2's tests: the cached decoder's
+AUTO = PARTS[0].tests + CACHED  # the auto-graded tests of Parts 1 and 2 (the bonus parts aside)
 
 
 @dataclass(frozen=True)
