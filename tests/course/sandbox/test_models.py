@@ -203,14 +203,14 @@ def test_a_loop_that_emits_no_token_fails_its_check_at_once():
     """The catalogued loop that adds nothing in a round with no room for drafts is stopped by the server at its
     first input sent more than REPEATS times in a row, long before the check's time limit, and the message says why."""
     child = child_of(catalogue_entry("no_bonus_token_in_loop"), ModelServer(["scripted"]))
-    started = time.monotonic()
     try:
         with pytest.raises(ChildFailed) as failed:
             ChildRunner(child, "SpeculativeDecoder", 60).run(SCRIPTED)
     finally:
         child.close()
     assert failed.value.kind == "NoProgress" and "a round that emits no token" in failed.value.message, failed.value
-    assert time.monotonic() - started < 30, f"stopped after {time.monotonic() - started:.0f} s, not at once"
+    # In the submission's own time, as the limit counts it: a loaded machine stretches the clock, not this.
+    assert child.used < 30, f"stopped after {child.used:.0f} s of its own time, not at once"
 
 
 @pytest.mark.slow
