@@ -104,7 +104,7 @@ def judge(mutant: Mutant) -> tuple[Mutant, str]:
     from specdec_course.core.plan import load_plan
     from specdec_kit.adapters import load_decoder_classes
     from specdec_kit.checks.core import CheckTimeout
-    from specdec_kit.timing import NoProgress
+    from specdec_kit.no_progress import NoProgress
 
     plan = load_plan(Path(__file__).parents[1] / "autograder")
     tests = sorted(plan.tests, key=lambda t: plan.tests[t][0] != mutant.owner)  # its own class's tests first

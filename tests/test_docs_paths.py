@@ -94,8 +94,9 @@ def test_the_finder_sees_planted_stale_names(tmp_path):
     page = tmp_path / "docs" / "page.md"
     page.parent.mkdir()
     page.write_text("Real: `src/specdec_kit/zoo.py`, `tests/test_layers.py`, `.ci/run`, `tests/kit/test_*.py`, "
-                    "`specdec_course/sandbox/box.py`, `specdec_course.core.pins`, `specdec_kit.timing.CAUSE_WORDS`, "
-                    "`specdec_kit.cache_kwargs`, [link](../README.md#quick-start), https://x.org/src/none.py, "
+                    "`specdec_course/sandbox/box.py`, `specdec_course.core.pins`, "
+                    "`specdec_kit.no_progress.CAUSE_WORDS`, `specdec_kit.cache_kwargs`, "
+                    "[link](../README.md#quick-start), https://x.org/src/none.py, "
                     "at the end of tests/conftest.py.\n"
                     "Stale: `src/specdec_course/pins.py`, `.ci/gone`, `tests/kit/test_none_*.py`, "
                     "`specdec_course/none.py`, `specdec_course.pins`, `specdec_kit.timing.NOT_THERE`, "

@@ -23,8 +23,8 @@ KIT, COURSE = "specdec_kit", "specdec_course"
 # The student package's layers: a module (or subpackage, `checks`) imports from its own layer and those below.
 KIT_LAYERS = [
     ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo_models", "zoo_tables", "zoo", "loading",
-     "timing", "baseline", "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
-    ["probes", "runners", "readiness", "bench", "sweeps", "plot", "demo", "checks", "adapters", "rounds"],
+     "no_progress", "timing", "baseline", "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
+    ["probes", "runners", "readiness", "bench", "sweeps", "plot", "demo", "checks", "adapters", "replay", "rounds"],
     ["cli"],
 ]
 # The instructor package's sub-packages, lowest first, each with its modules in levels, lowest first: a module

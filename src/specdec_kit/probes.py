@@ -41,8 +41,9 @@ from functools import cache, partial
 import torch
 
 from . import remote, settings, zoo
+from .no_progress import NoProgress, shape_of
 from .result import DecodeResult
-from .timing import ROLES, Emit, ForwardCosts, NoProgress, Observer, shape_of
+from .timing import ROLES, Emit, ForwardCosts, Observer
 
 
 class ProbeError(Exception):

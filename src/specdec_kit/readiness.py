@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import zoo
+from .no_progress import NoProgress
 from .runners import DECODER_METHODS
-from .timing import NoProgress, Observer
+from .timing import Observer
 from .tracebacks import library_name, render
 
 # Before anything heavy, each decoder to be timed decodes this on the tiny pair (seconds on a CPU).

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .no_progress import DROPPED, EITHER, LATE, no_token_cause
 from .result import DecodeResult
-from .timing import DROPPED, EITHER, LATE, ForwardCall, ForwardRecorder, no_token_cause
+from .timing import ForwardCall, ForwardRecorder
 
 FOLD = 20  # rounds shown before the rest fold away
 STYLE = """<style>
@@ -39,7 +40,8 @@ LEGEND = [("sd-prompt", "prompt (its tail)"), ("sd-accepted", "accepted draft"),
           ("sd-rejected", "first rejected draft"), ("sd-unverified", "drafts after it, never verified"),
           ("sd-correction", "target's correction"), ("sd-bonus", "target's bonus token (all drafts accepted)"),
           ("sd-end", "EOS / budget reached"), ("sd-none", "no token, and why")]
-NO_TOKEN = {  # a round of a decode that never returned which emitted no token, by its cause (`timing.no_token_cause`)
+# A round of a decode that never returned which emitted no token, by its cause (`no_progress.no_token_cause`):
+NO_TOKEN = {
     LATE: "no token: its verifier's slice of the target's logits starts at L, one position late",
     DROPPED: "no token: the target's own token dropped, its verifier's slice being right",
     EITHER: "no token: the target's own token dropped, or a verifier's slice from L (the rounds do not show which)",
@@ -296,7 +298,7 @@ def _folded(lines: list[str], head: int) -> str:
 
 
 def verified_rounds(prompt_ids: list[int], verified: list[dict], decode) -> Rounds:
-    """The rounds of a decode that never returned, as its verifier returned them (`timing.VerifyCall.record`: the
+    """The rounds of a decode that never returned, as its verifier returned them (`no_progress.VerifyCall.record`: the
     text's length, the drafts, n_accepted, next_token), up to the first that added nothing to the text: the rounds
     it completed, and the one it was stuck in, marked with its cause (a token its verifier returned counts as
     dropped there). Forwards and caches are not known."""

@@ -11,7 +11,8 @@ import pytest
 from specdec_kit import checks
 from specdec_kit.adapters import load_notebook
 from specdec_kit.checks.core import WALL_FACTOR, CheckTimeout, _time_limit
-from specdec_kit.timing import ForwardCall, NoProgress
+from specdec_kit.no_progress import NoProgress
+from specdec_kit.timing import ForwardCall
 
 from conftest import REPO, SOLUTION
 from load import one_busy_core

@@ -132,7 +132,8 @@ def test_the_counters_do_not_make_a_compiled_model_recompile(tiny_dirs):
 def test_the_observer_keeps_the_last_verifications_only_while_it_observes(solution_classes, scripted_dirs):
     """What NoProgress says of the last rounds comes from a wrapper on the decoder's verify_tokens_vectorized, which
     the observer removes again."""
-    from specdec_kit.timing import Observer, describe_rounds
+    from specdec_kit.no_progress import describe_rounds
+    from specdec_kit.timing import Observer
 
     decoder = solution_classes["SpeculativeDecoder"](*scripted_dirs, device="cpu")
     with Observer(decoder, lambda event: None) as observer:

@@ -220,8 +220,8 @@ def stuck_in(*records: dict):
 def test_a_stuck_round_is_marked_with_the_cause_its_rounds_show():
     """The round a decode got stuck in: its verifier's token dropped by the loop (the next round ran on the same
     text), a verifier whose earlier rounds fit a slice one position late, or rounds that fit either."""
+    from specdec_kit.no_progress import DROPPED, EITHER, LATE
     from specdec_kit.rounds import NO_TOKEN, compare_text
-    from specdec_kit.timing import DROPPED, EITHER, LATE
 
     dropped = stuck_in({"text": 2, "drafts": [7], "accepted": 1, "next": [8], "slice": "L-1"},
                        {"text": 4, "drafts": [], "accepted": 0, "next": [9], "slice": "L-1"},
@@ -240,7 +240,7 @@ def test_a_stuck_round_is_marked_with_the_cause_its_rounds_show():
 
 def test_a_stuck_rounds_cause_is_read_from_known_words_only():
     """A record's slice is the kit's word, one of a few; any other value tells nothing and is never drawn."""
-    from specdec_kit.timing import EITHER
+    from specdec_kit.no_progress import EITHER
 
     rounds = stuck_in({"text": 2, "drafts": [7], "accepted": 1, "next": [8], "slice": "<b>L</b>"},
                       {"text": 4, "drafts": [], "accepted": 0, "next": [], "slice": None})

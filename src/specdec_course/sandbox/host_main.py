@@ -19,7 +19,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-PRELOAD = ("torch", "transformers", "specdec_kit.probes", "specdec_kit.checks", "specdec_kit.adapters")
+PRELOAD = ("torch", "transformers", "specdec_kit.probes", "specdec_kit.checks", "specdec_kit.replay")
 
 
 def main() -> None:
@@ -74,8 +74,8 @@ def _child(conn: Connection, start: dict) -> None:
 
     import resource
 
-    from specdec_kit.adapters import run_definitions
     from specdec_kit.probes import run_probe, set_threads
+    from specdec_kit.replay import run_definitions
 
     os.setpgid(0, 0)
     if start["memory_mb"]:

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks.core import CheckTimeout
-from specdec_kit.timing import NoProgress
+from specdec_kit.no_progress import NoProgress
 
 from ..core.plan import SPEED_TEST, load_plan, not_timed
 from .catalogue import Entry, make_submission

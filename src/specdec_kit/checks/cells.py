@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..no_progress import NoProgress
 from ..rounds import Rounds, compare, compare_text
-from ..timing import NoProgress
 from ..tracebacks import ipython_shell
 from .core import LocalRunner
 

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 
 from .. import zoo
 from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
+from ..no_progress import NoProgress
 from ..result import DecodeResult
 from ..rounds import Rounds, build_rounds, correct_rounds, scripted_rounds, verified_rounds
 from ..rounds import first_difference as first_round_difference
-from ..timing import NoProgress
 from .answers import answers_or_recorded, recorded
 from .core import as_runner, decoded, require_seen_forwards
 from .failure import CheckFailed, require

@@ -1,11 +1,11 @@
-"""Grading replays a notebook's definitions only (`adapters.run_definitions`): a correct notebook, however its
+"""Grading replays a notebook's definitions only (`replay.run_definitions`): a correct notebook, however its
 cells build their state, gets no note of an error its own run did not have, and a definition that really fails
 is still reported.
 
 Each notebook here is written as a student writes it (nbformat, with the execution counts of the student's run),
 checked to run cleanly in that order, then replayed from the cells grading takes (`adapters.cells_to_consider`).
 
-Example run: python -m pytest tests/kit/test_definitions.py -q
+Example run: python -m pytest tests/kit/test_replay.py -q
 """
 
 import re
@@ -14,7 +14,8 @@ import nbformat
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from specdec_kit.adapters import cells_to_consider, not_run, run_definitions
+from specdec_kit.adapters import cells_to_consider, not_run
+from specdec_kit.replay import run_definitions
 
 # a shared 2-core machine: no per-example deadline; many generated notebooks use a class before a cell defines it
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
