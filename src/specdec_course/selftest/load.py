@@ -25,8 +25,11 @@ from .catalogue import Entry, make_submission
 
 @contextlib.contextmanager
 def loaded(batches: int, solution: Path, autograder: Path, workdir: Path):
+    """Run in the main thread: a SIGTERM (`kill`, `timeout`) ends the block as an exit, so its batches end too
+    (started in sessions of their own, they would otherwise outlive it, each starting again for ever)."""
     command = Path(sys.executable).with_name("specdec-course")
     processes = []
+    stopped = signal.signal(signal.SIGTERM, _exit)
     try:
         for index in range(batches):
             folder = workdir / f"batch-{index}"
@@ -40,6 +43,7 @@ def loaded(batches: int, solution: Path, autograder: Path, workdir: Path):
                                               start_new_session=True))
         yield
     finally:
+        signal.signal(signal.SIGTERM, stopped)
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
@@ -47,3 +51,7 @@ def loaded(batches: int, solution: Path, autograder: Path, workdir: Path):
         for uid in uids.unheld():  # a batch killed outright leaves its sandboxes' processes: gone too
             if pids_of_uid(uid):
                 kill_uid(uid)
+
+
+def _exit(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
