@@ -1,11 +1,13 @@
 """The speed test, measured by the grading process: the student's cached decoder in a fresh child of its sandbox against
 the kit's HF assisted generation and target greedy in a child outside it, while every process of the sandbox is
-frozen, one timing at a time on the machine (`sandbox.timing_gate`).
+frozen.
 
 On a CPU both sides' models run here, served as the check pairs' are, and a run is measured by its cost (`Meter.cost`:
 the CPU its processes and this process's serving of it used), not by the clock: a loaded machine delays both sides
-without changing what each costs, and what ran is seen, so the decoder timed is the decoder the checks judged
-(`_own_rounds`). On a GPU each child loads the timing pair and the clock measures.
+without changing what each costs, so other jobs' checks and timings run beside it as any other work does, and what ran
+is seen, so the decoder timed is the decoder the checks judged (`_own_rounds`). On a GPU each child loads the timing
+pair and the clock measures, one timing at a time on the machine with no check of this process beside it
+(`sandbox.timing_gate`).
 
     speed = time_speedup(host, cells, plan, threads=2, before_timing=kernel.join, budget=budget, hidden=inputs)
     checks.judge_speedup(speed, plan.min_ratio)
@@ -88,8 +90,9 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
             with budget.pause():
                 before_timing()
         with contextlib.ExitStack() as turn:
-            with budget.pause():  # the wait for the machine's one timing at a time
-                turn.enter_context(QUIET.timing())
+            if not served:  # on the clock: nothing else of the grading beside it
+                with budget.pause():  # the wait for the machine's one timing at a time
+                    turn.enter_context(QUIET.timing())
             speed = {}
             for repeat, prompt, order in bench.interleaved(list(requests), timing["prompts"], timing["repeats"]):
                 unseen = _unseen(prompt)

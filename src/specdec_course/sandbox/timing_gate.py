@@ -1,5 +1,6 @@
-"""One timing at a time on the machine: the grader's speed test measures a decoder while nothing else of the
-grading runs (`QUIET`), across the jobs of a batch and the processes of the machine (`checks.timing_lock`).
+"""One timing at a time on the machine, for a speed test timed on the clock (a GPU's): it measures a decoder while
+nothing else of the grading runs (`QUIET`), across the jobs of a batch and the processes of the machine
+(`checks.timing_lock`). A timing measured by cost (a CPU's, `grading/speed.py`) needs no gate.
 """
 
 from __future__ import annotations
