@@ -1,10 +1,12 @@
 """The selftest's loaded machine (`specdec_course.selftest.load`): its batches end with it, however it is stopped."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import REPO, SOLUTION
 
@@ -20,8 +22,14 @@ with loaded(1, Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])):
 
 
 def processes_naming(text: str) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", text], capture_output=True, text=True).stdout.splitlines()
-    return [line for line in found if "pgrep" not in line]
+    """`pid command line` of each live process whose command line holds `text`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if text in command:
+                found.append(f"{cmdline.parent.name} {command}")
+    return found
 
 
 def test_a_selftest_stopped_by_sigterm_stops_its_batches(tmp_path):
