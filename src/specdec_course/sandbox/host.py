@@ -27,14 +27,15 @@ import time
 from pathlib import Path
 
 from specdec_kit import settings
+from specdec_kit.checks.core import WALL_FACTOR
 
 from .box import Sandbox
 from .channel import Channel
-from .meter import Clock, process_cpu
+from .meter import Clock, pids_cpu, process_cpu
 
 HOST_SCRIPT = Path(__file__).with_name("host_main.py")
 MAX_LOG = 16 << 20  # bytes of a host's output kept in its log
-HOST_SECONDS = 180  # a host's imports (torch, transformers), on a loaded machine
+HOST_SECONDS = 180  # a host's start (its imports: torch, transformers) in its own CPU; the clock stops it at 10 times
 FORK = b"F"  # the one byte a fork request carries beside the child's channel
 
 
@@ -132,16 +133,33 @@ class Host:
         self._control, self._buffer = control, b""
         threading.Thread(target=_keep_log, args=(self._process.stdout, self.log), daemon=True).start()
         try:
-            self._reply(HOST_SECONDS, expect=b"ready")
+            self._reply(HOST_SECONDS, expect=b"ready", cpu=self._own_cpu())
         except (OSError, ValueError) as e:  # no student code has run in this host: the failure is the grader's
             self._stop()
             raise GraderFailed(f"the grading child's host did not start ({e}); see the verdict's log") from None
 
-    def _reply(self, seconds: float, expect: bytes | None = None) -> dict:
-        """The host's next line that is not an exit notice (those are kept for `exit_status`)."""
-        deadline = time.monotonic() + seconds
+    def _own_cpu(self):
+        """The host's CPU while it starts, as a function of no arguments: its sandbox's (a cgroup's count, else its
+        processes'), or its own."""
+        if self.box is None:
+            return process_cpu(self._process.pid)
+        return self.box.cpu_seconds if self.box.cpu_seconds() is not None else pids_cpu(self.box.pids)
+
+    def _reply(self, seconds: float, expect: bytes | None = None, cpu=None) -> dict:
+        """The host's next line that is not an exit notice (those are kept for `exit_status`), within `seconds` on the
+        clock, or, given the host's `cpu`, of that: a loaded machine, which stretches the clock, then reaches only
+        WALL_FACTOR times `seconds` on it."""
+        deadline = time.monotonic() + seconds * (WALL_FACTOR if cpu else 1)
+        if cpu is not None:
+            spent = cpu()
+
+            def over() -> bool:
+                return cpu() - spent > seconds
+        else:
+            def over() -> bool:
+                return False
         while True:
-            line = self._line(deadline)
+            line = self._line(deadline, over)
             if expect is not None:
                 if line.strip() != expect:
                     raise ValueError(f"the host said {line[:80]!r}")
@@ -152,12 +170,15 @@ class Host:
                 continue
             return reply
 
-    def _line(self, deadline: float) -> bytes:
-        """The host's next line, or OSError (TimeoutError at `deadline`; a line of 64 KB or more is refused)."""
+    def _line(self, deadline: float, over=lambda: False) -> bytes:
+        """The host's next line, or OSError (TimeoutError at `deadline` or once `over()`; a line of 64 KB or more is
+        refused)."""
         while b"\n" not in self._buffer:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([self._control], [], [], wait)[0]:
+            if wait <= 0 or over():
                 raise TimeoutError("the host did not answer in time")
+            if not select.select([self._control], [], [], min(wait, 1.0))[0]:
+                continue
             chunk = self._control.recv(1 << 16)
             if not chunk:
                 raise OSError("the host closed its control socket")
