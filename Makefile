@@ -53,8 +53,8 @@ test-transformers4: $(STAMP) $(STAMP4)
 	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/kit/test_cache.py tests/course/core/test_oracle.py tests/kit/test_forwards.py \
 		tests/kit/test_exactness.py tests/kit/test_errors.py tests/course/selftest/test_catalogue.py
 
-# By hand, as root, not in CI: the sandbox's cgroup v2 code on a real v2-only kernel, in a VM (tests/vm/cgroup2.sh
-# says what to install; without KVM it takes minutes).
+# By hand, as root, not in CI: the sandbox's cgroup v2 code and a sandboxed grading on a real v2-only kernel, in a VM
+# (tests/vm/cgroup2.sh says what to install; without KVM it takes minutes).
 .PHONY: test-cgroup2
 test-cgroup2: $(STAMP)
 	bash tests/vm/cgroup2.sh

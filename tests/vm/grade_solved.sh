@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Inside the cgroup v2 VM (tests/vm/cgroup2.sh): the solved notebook graded as a class's submission is, sandboxed,
+# by `specdec-course autograde-one`; its row must say `bwrap+cgroup2` and give every auto-graded point.
+set -euo pipefail
+out=${1:?usage: grade_solved.sh OUT_DIR}
+mkdir -p "$out"
+.venv/bin/python - "$out/solved.ipynb" <<'PY'
+import sys
+from pathlib import Path
+
+import nbformat
+
+from specdec_course.selftest.catalogue import Entry, make_submission
+
+nbformat.write(make_submission(Path("solutions/speculative_decoding.ipynb"), Entry("solution", "")), sys.argv[1])
+PY
+SPECDEC_SELFTEST=1 .venv/bin/specdec-course autograde-one "$out/solved.ipynb" --out "$out/graded" \
+  || { tail -n 40 "$out"/graded/logs/* 2>/dev/null; exit 1; }
+status=0
+.venv/bin/python - "$out/graded" <<'PY' || status=$?
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+row = pd.read_csv(Path(sys.argv[1]) / "grades.csv").iloc[0]
+print(row[["status", "score", "max_score", "isolation", "seconds", "vs_hf_assisted", "message"]].to_string())
+problems = [f"{name} is {row[name]!r}, not {want!r}" for name, want in
+            (("status", "graded"), ("isolation", "bwrap+cgroup2"), ("score", row["max_score"])) if row[name] != want]
+sys.exit("the sandboxed grading on cgroup v2: " + "; ".join(problems) if problems else 0)
+PY
+[ "$status" = 0 ] || tail -n 40 "$out"/graded/logs/* 2>/dev/null
+exit "$status"
