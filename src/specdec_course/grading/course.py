@@ -85,7 +85,7 @@ def setup_batch(course: Path, solution: Path, autograder_dir: Path, jobs: int = 
                                "to grade without one (every row then says so)")
     cgroup = _cgroup(isolation, limits.require_cgroups and not one_per_container, autograder_dir)
     cell_seconds = min(seconds, limits.cell_seconds)
-    prepare_course(course, solution, autograder_dir, seconds, cell_seconds)
+    prepare_course(course, solution, autograder_dir, seconds, cell_seconds, config)
     prepare_zoo()
     plan = load_plan(autograder_dir, config)
     points = {name: p for name, p in course_points(course).items() if name in plan.tests}
@@ -119,7 +119,7 @@ def archive_limits(autograder_dir: Path) -> ArchiveLimits:
 
 
 def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_seconds: int = 600,
-                   cell_seconds: int = 300) -> None:
+                   cell_seconds: int = 300, config: course_config.CourseConfig | None = None) -> None:
     """Set up the course directory and its gradebook once, before any submission is graded.
 
     The assignment is generated from the student release, so nothing in the course holds a hidden test or
@@ -127,7 +127,7 @@ def prepare_course(course: Path, solution: Path, autograder_dir: Path, notebook_
     feedback)."""
     course.mkdir(parents=True, exist_ok=True)
     try:
-        release = render_release(solution, course_config.load_config(autograder_dir))
+        release = render_release(solution, config or course_config.load_config(autograder_dir))
         # Not run in the kernel: the bonus cells (0 nbgrader points) and the speed test, which the grader times alone
         # (a timing in the kernel, beside the batch's other jobs, would measure them and decide nothing).
         outside = [*extra_credit(nbformat.reads(release, as_version=4)), SPEED_TEST]
