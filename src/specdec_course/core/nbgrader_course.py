@@ -11,8 +11,11 @@ text the release's checks look for. Importing it needs no nbgrader.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,17 +59,31 @@ def write_course_config(course: Path, *settings: str) -> None:
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
 
 
-def generate_assignment(course: Path, source_text: str, timeout: int = 300) -> Path:
+def generate_assignment(course: Path, source_text: str, cpu_seconds: int = 300) -> Path:
     """nbgrader generate_assignment on the notebook `source_text` in `course` (its config already written):
-    the released notebook."""
+    the released notebook. It may use `cpu_seconds` of CPU in each of its processes (the kernel's RLIMIT_CPU) and
+    WALL_FACTOR times that on the clock, which a loaded machine stretches."""
+    from specdec_kit.checks.core import WALL_FACTOR  # here: the checks import torch, which this module needs not
+
     source = course / "source" / ASSIGNMENT
     source.mkdir(parents=True, exist_ok=True)
     (source / NOTEBOOK).write_text(source_text)
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                          cwd=course, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout)
+    process = subprocess.Popen([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                               cwd=course, env=nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    with contextlib.suppress(ProcessLookupError):  # its children (alembic) inherit the limit
+        resource.prlimit(process.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    try:
+        stdout, stderr = process.communicate(timeout=cpu_seconds * WALL_FACTOR)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        stderr += f"\n(stopped after {cpu_seconds * WALL_FACTOR} s on the clock)"
+    if process.returncode == -signal.SIGXCPU:
+        stderr += f"\n(stopped after {cpu_seconds} s of CPU)"
     released = course / "release" / ASSIGNMENT / NOTEBOOK
-    if done.returncode != 0 or not released.is_file():
-        raise NbgraderError(f"nbgrader generate_assignment failed in {course}:\n{done.stdout}\n{done.stderr}")
+    if process.returncode != 0 or not released.is_file():
+        raise NbgraderError(f"nbgrader generate_assignment failed in {course}:\n{stdout}\n{stderr}")
     return released
 
 
