@@ -137,6 +137,9 @@ class Host:
         except (OSError, ValueError) as e:  # no student code has run in this host: the failure is the grader's
             self._stop()
             raise GraderFailed(f"the grading child's host did not start ({e}); see the verdict's log") from None
+        except BaseException:  # an interrupt: no host left behind
+            self._stop()
+            raise
 
     def _own_cpu(self):
         """The host's CPU while it starts, as a function of no arguments: its sandbox's (a cgroup's count, else its
