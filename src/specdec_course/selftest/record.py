@@ -1,0 +1,153 @@
+"""The catalogue's measured losses, kept beside it (`autograder/losses.json`), so that CI checks every entry's `fails`
+in seconds: what `catalogue --losses` found each entry to lose, and digests of everything that found it (the
+solution, the hidden checks and config.toml, the source of every module of the kit the run imported, torch's and
+transformers' versions, each entry's edits).
+
+    record = measured_record(found, entries, solution, autograder_dir)   # after catalogue --losses ran them
+    write_record(autograder_dir, record)
+    report = check_record(entries, solution, autograder_dir)
+    report.stale_inputs      # what changed since the record: every entry must be run again
+    report.unrecorded        # entries whose edits the record has not seen (new or changed): run them again
+    report.disagree          # entry -> why its `fails` are not what its checks lost
+
+An entry agrees when its `fails` are the tests its checks lose, plus `test_speedup` where only the timing shows it.
+Importing this module needs no nbgrader and no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.plan import SPEED_TEST
+from .catalogue import Entry
+
+RECORD = "losses.json"
+COMMAND = "specdec-course catalogue --losses --record"
+# What the checks of an entry read from the autograder folder (its entries are digested one by one).
+AUTOGRADER_FILES = ("hidden.py", "config.toml")
+PACKAGES = ("specdec_kit", "specdec_course")
+# The commands' own code and the record's decide no loss.
+NOT_INPUTS = ("specdec_course.commands", "specdec_course.cli", "specdec_kit.cli", __name__)
+VERSIONS = ("torch", "transformers")
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def edits_digest(entry: Entry) -> str:
+    """What decides an entry's losses, of the entry itself: its edits to the solution."""
+    return digest(json.dumps(entry.edits).encode())
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module `name` of the kit's packages, found without importing it; None if it has none."""
+    package = importlib.util.find_spec(name.split(".")[0])
+    if package is None or package.origin is None:
+        return None
+    base = Path(package.origin).parent.parent / Path(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_modules() -> list[str]:
+    """The kit's modules this process has imported, that a loss may depend on."""
+    return sorted(name for name in sys.modules
+                  if name.split(".")[0] in PACKAGES and not name.startswith(NOT_INPUTS) and module_file(name))
+
+
+def inputs(modules: list[str], solution: Path, autograder_dir: Path) -> dict[str, str]:
+    """name -> digest (a version, for a library) of each input of the checks' run."""
+    found = {f"solution: {solution.name}": digest(solution.read_bytes())}
+    for name in AUTOGRADER_FILES:
+        path = autograder_dir / name
+        found[f"autograder: {name}"] = digest(path.read_bytes()) if path.is_file() else "missing"
+    for name in modules:
+        path = module_file(name)
+        found[f"module: {name}"] = digest(path.read_bytes()) if path is not None else "missing"
+    for library in VERSIONS:
+        found[f"version: {library}"] = importlib.metadata.version(library)
+    return found
+
+
+def agreement(entry: Entry, lost: set[str]) -> str | None:
+    """Why `entry`'s fails are not the tests `lost` by its checks (where `test_speedup` may be lost by timing alone);
+    None where they are."""
+    if lost <= entry.fails and entry.fails - lost <= {SPEED_TEST}:
+        return None
+    return (f"its fails say {', '.join(sorted(entry.fails)) or 'nothing'}, its checks lose "
+            f"{', '.join(sorted(lost)) or 'nothing'}" + (f" (its fails may add {SPEED_TEST}, lost by timing alone)"
+                                                         if SPEED_TEST not in lost else ""))
+
+
+def measured_record(found: dict[str, set[str]], entries: dict[str, Entry], solution: Path, autograder_dir: Path,
+                    previous: dict | None = None) -> dict:
+    """The record of `found` (entry -> the tests its checks lost), and of `previous`'s other entries still in the
+    catalogue, which must have been measured on the same inputs."""
+    now = inputs(imported_modules(), solution, autograder_dir)
+    kept = {}
+    if previous is not None:
+        if previous.get("inputs") != now:
+            missing = sorted(set(entries) - set(found))
+            if missing:
+                raise ValueError(f"the checks' inputs changed since {RECORD} was written "
+                                 f"({', '.join(changed(previous.get('inputs', {}), now))}): run every entry "
+                                 f"(`{COMMAND}`), not only {', '.join(sorted(found))}")
+        else:
+            kept = {name: measured for name, measured in previous.get("entries", {}).items()
+                    if name in entries and name not in found}
+    measured = {name: {"edits": edits_digest(entries[name]), "loses": sorted(lost)} for name, lost in found.items()}
+    return {"command": COMMAND, "inputs": now, "entries": dict(sorted({**kept, **measured}.items()))}
+
+
+def changed(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    return sorted(name for name in recorded.keys() | now.keys() if recorded.get(name) != now.get(name))
+
+
+def read_record(autograder_dir: Path) -> dict | None:
+    path = autograder_dir / RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_record(autograder_dir: Path, record: dict) -> Path:
+    path = autograder_dir / RECORD
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+@dataclass
+class Report:
+    stale_inputs: list[str] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # recorded entries the catalogue no longer has
+    disagree: dict[str, str] = field(default_factory=dict)
+
+
+def check_record(entries: list[Entry], solution: Path, autograder_dir: Path) -> Report:
+    """The catalogue against its record, in seconds: no entry is run."""
+    record = read_record(autograder_dir)
+    if record is None:
+        return Report(stale_inputs=[f"{autograder_dir / RECORD} does not exist"],
+                      unrecorded=[entry.name for entry in entries])
+    recorded = record.get("inputs", {})
+    modules = [name.removeprefix("module: ") for name in recorded if name.startswith("module: ")]
+    report = Report(stale_inputs=changed(recorded, inputs(modules, solution, autograder_dir)))
+    measured = record.get("entries", {})
+    report.gone = sorted(set(measured) - {entry.name for entry in entries})
+    for entry in entries:
+        seen = measured.get(entry.name)
+        if seen is None or seen.get("edits") != edits_digest(entry):
+            report.unrecorded.append(entry.name)
+            continue
+        why = agreement(entry, set(seen.get("loses", ())))
+        if why is not None:
+            report.disagree[entry.name] = why
+    return report
