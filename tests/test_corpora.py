@@ -14,7 +14,7 @@ import pytest
 
 from specdec_course.cli import main
 from specdec_course.core.plan import load_plan
-from specdec_course.grading import feedback, gradebook, results, safe_html
+from specdec_course.grading import gradebook, leaks, results, safe_html
 
 from conftest import REPO, image_widths, needs_chromium, spreadsheet_formulas, title_after_scripts
 from corpora import (
@@ -262,10 +262,10 @@ def _printed(out, student: str) -> str:
 def test_figures(graded):
     """The figures CI prints; every row written, nothing leaked, no tamper gained."""
     rows, out, autograder = graded
-    secrets = feedback.grader_secrets(out / "course", autograder)
-    hidden = feedback.hidden_lines(autograder)
+    secrets = leaks.grader_secrets(out / "course", autograder)
+    hidden = leaks.hidden_lines(autograder)
     leaked = [page.name for page in (out / "feedback").glob("*.html")
-              if feedback.leaks(page.read_text(), secrets, hidden)]
+              if leaks.leaks(page.read_text(), secrets, hidden)]
     gained = [c.name for c in TAMPERS if any(float(rows[c.name][t] or 0) > float(rows[REFERENCE.name][t] or 0)
                                              for t in c.expected.targets)]
     graded_rows = [r for r in rows.values() if r["status"] not in ("invalid", "missing", "duplicate")]

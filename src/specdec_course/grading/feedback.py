@@ -32,14 +32,11 @@ This module runs inside nbgrader's process (the `instructor` extra); no notebook
 
 from __future__ import annotations
 
-import base64
 import copy
-import html
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import nbformat
@@ -55,7 +52,6 @@ from specdec_kit.adapters import is_test_cell
 from ..authoring.points import extra_credit
 from ..core.nbgrader_course import (
     ASSIGNMENT,
-    FORBIDDEN_TEXT,
     NOTEBOOK,
     import_name,
     list_setting,
@@ -63,11 +59,11 @@ from ..core.nbgrader_course import (
     remove_hidden_tests,
 )
 from . import safe_html, safe_nbconvert
+from .leaks import ANSI, FeedbackError, describe, grader_secrets, hidden_lines, leaks, strings
 
 SCRUBBED = "<grader>"
 ROLE_KEY, STAFF_ROLE = "specdec", "staff"  # the cell metadata row.py gives its notes for staff
 VERDICT_ROLE = "verdict"  # ... and its summary of the kit's verdict, on top of the page
-MIN_HIDDEN_LINE = 25  # shorter lines (`return decoder`, `k=3)`) are too common to mean the file was shown
 PENDING = "Graded by hand: pending"
 KIT_VERDICT = "The kit's grading of"  # how row.verdict_output names the kit's verdict beneath a test cell
 NOT_ATTEMPTED = "not attempted (left as released; a bonus part costs nothing)"
@@ -76,19 +72,11 @@ _NOT_WRITTEN = re.compile(r"^\S+ raised NotImplementedError \(not written yet\)"
 # row.summary's opening sentence, and its line for one test: "- `test_exact` (12 points): failed: <message>".
 _SUMMARY_TOTAL = re.compile(r"^\*\*Auto-graded by the kit: [^*]*\*\*")
 _SUMMARY_TEST = re.compile(r"^- `(?P<test>[^`]+)` \((?P<worth>[^)]*)\): (?P<outcome>.*)$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_TAG = re.compile(r"<[^>]*>")
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line \d+")
-_IMPORT_ONLY = re.compile(r"^(from\s+\S+\s+)?import\s")
-_PUBLIC_SUFFIXES = {".py", ".json", ".toml", ".md", ".txt"}
 # nbgrader logs a failed student as this line, then the traceback in its next record.
 _FAILED = re.compile(r"There was an error processing assignment: (\S+)")
 _LOG_RECORD = re.compile(r"^\[\w+ [^\]]*\] ", re.M)  # `[GenerateFeedbackApp | ERROR] `
 _EXCEPTION_MODULE = re.compile(r"^(\w+\.)+(?=\w+: )")  # `specdec_course.grading.feedback.` before `FeedbackError: `
-
-
-class FeedbackError(RuntimeError):
-    """The feedback would show what students must not see, or the course is not set up to clean it."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +96,7 @@ def _student_frames(traceback: list[str], test_cells: set[int], secrets: list[st
     region in older courses, so only frames of cells that are not graded test cells stay.
     """
     kept = []
-    for frame in (_ANSI.sub("", f) for f in traceback):
+    for frame in (ANSI.sub("", f) for f in traceback):
         cell = _CELL_FRAME.match(frame)
         if cell and int(cell.group(1)) not in test_cells:
             kept.append(_scrub(frame, secrets))
@@ -117,7 +105,7 @@ def _student_frames(traceback: list[str], test_cells: set[int], secrets: list[st
 
 def _clean_output(output: nbformat.NotebookNode, secrets: list[str], test_cells: set[int]) -> None:
     if output.output_type == "error":
-        output.evalue = _scrub(_ANSI.sub("", output.evalue), secrets)
+        output.evalue = _scrub(ANSI.sub("", output.evalue), secrets)
         output.traceback = [*_student_frames(output.traceback, test_cells, secrets),
                             f"{output.ename}: {output.evalue}"]
     elif output.output_type == "stream":
@@ -242,94 +230,6 @@ def show_kit_verdict(notebook: nbformat.NotebookNode, total: tuple[float, float,
 
 
 # ---------------------------------------------------------------------------------------------
-# What must not show
-
-
-def grader_secrets(course: Path, autograder_dir: Path) -> list[str]:
-    """Absolute paths of the grading machine, as given and resolved, longest first."""
-    package = Path(__file__).parents[1]  # the instructor package
-    paths = [course, autograder_dir, autograder_dir.parent, package, Path(sys.prefix)]
-    forms = {str(form) for path in paths for form in (path.absolute(), path.resolve())}
-    # The root would scrub every path in every output and flag all of them as leaks.
-    return sorted((form for form in forms if form != Path(form).anchor), key=len, reverse=True)
-
-
-def _text_files(folder: Path, suffixes: set[str]) -> Iterator[Path]:
-    return (p for p in sorted(folder.rglob("*")) if p.suffix in suffixes and "__pycache__" not in p.parts)
-
-
-def _public_text(autograder_dir: Path) -> str:
-    """What students may see: the release notebook's cells (next to autograder/) and the kit's package."""
-    release = autograder_dir.parent / "assignment" / NOTEBOOK
-    if not release.is_file():
-        raise FeedbackError(f"no student release at {release}: hidden_lines needs it to tell the autograder's "
-                            "lines that students see from those they must not")
-    cells = [cell.source for cell in nbformat.read(release, as_version=4).cells]
-    package = [p.read_text(errors="replace") for p in _text_files(Path(__file__).parents[1], _PUBLIC_SUFFIXES)]
-    return "\n".join([*cells, *package])
-
-
-def hidden_lines(autograder_dir: Path) -> list[str]:
-    """Lines of the instructors' autograder files (*.py, *.toml) that only a printed copy of them would show.
-
-    A line counts if, stripped, it has at least MIN_HIDDEN_LINE characters, is not only a comment or an
-    import, and is nowhere in the student release or the public package (as a substring: a line students
-    see inside a longer one of theirs, `from specdec_kit import checks`, must not flag their page).
-    """
-    public = _public_text(autograder_dir)
-    lines = set()
-    for path in _text_files(autograder_dir, {".py", ".toml"}):
-        for line in path.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if (len(line) >= MIN_HIDDEN_LINE and not line.startswith("#") and not _IMPORT_ONLY.match(line)
-                    and line not in public):
-                lines.add(line)
-    return sorted(lines)
-
-
-def _shown_forms(line: str) -> set[str]:
-    """The line as printed, as inside the repr of the file's text (an expression cell's output shows that), and
-    inside the file's text encoded as hex or base64 (at each of base64's three alignments)."""
-    escaped = line.replace("\\", "\\\\")
-    data = line.encode()
-    # A repr escapes ' only when it quotes with '.
-    forms = {line, escaped, escaped.replace("'", "\\'"), data.hex(), data.hex().upper()}
-    for offset in range(3):  # the line's bytes start `offset` bytes into a 3-byte group of the encoded file
-        encoded = base64.b64encode(bytes(offset) + data).decode()
-        forms.add(encoded[4 if offset else 0:-4])  # the ends depend on the bytes around the line: left out
-    return forms
-
-
-def leaks(text: str, secrets: list[str], hidden: Iterable[str] = ()) -> list[str]:
-    """What `text` (a notebook's text or its HTML page) shows that students must not see, in that order:
-
-    the hidden-test and solution markers and imports of the hidden package (release.FORBIDDEN_TEXT), a grader
-    path in `secrets`, and a line in `hidden` (hidden_lines) in any form `_shown_forms` knows.
-    """
-    # HTML splits code into highlighting spans and escapes quotes (&quot;): search its plain text too.
-    plain = html.unescape(_TAG.sub("", _ANSI.sub("", text)))
-    found = [item for item in (*FORBIDDEN_TEXT, *secrets) if item in text or item in plain]
-    found += [line for line in hidden if any(form in text or form in plain for form in _shown_forms(line))]
-    return found
-
-
-def _strings(node) -> Iterator[str]:
-    """Every string in a notebook, unescaped (JSON would show `pair=\\"tiny-b\\"`, not the line as written)."""
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _strings(value)
-
-
-def _describe(found: list[str]) -> str:
-    return "; ".join(repr(item if len(item) <= 60 else item[:57] + "...") for item in found)
-
-
-# ---------------------------------------------------------------------------------------------
 # The preprocessor nbgrader runs
 
 
@@ -365,9 +265,9 @@ class CleanFeedback(NbGraderPreprocessor):
         show_kit_verdict(cleaned, total, extra_credit)
         # nbgrader's heading would add the hand-graded cells and the extra credit: it shows the kit's total instead.
         ids["score"], ids["max_score"] = total[0] - (ids.get("late_penalty") or 0), total[1]  # as GetGrades subtracts
-        found = leaks("\n".join(_strings(cleaned)), secrets, hidden)
+        found = leaks("\n".join(strings(cleaned)), secrets, hidden)
         if found:
-            raise FeedbackError(f"{ids['student']!r}'s feedback page would show {_describe(found)}: read the outputs "
+            raise FeedbackError(f"{ids['student']!r}'s feedback page would show {describe(found)}: read the outputs "
                                 "of their autograded notebook and write their feedback by hand")
         return cleaned, resources
 
@@ -482,10 +382,10 @@ def generate_feedback(course: Path, out_dir: Path, students: list[str] | None = 
             results[student] = f"nbgrader generate_feedback wrote no page: {failures[student]}"
         elif found := leaks(page.read_text(), secrets, hidden):
             page.unlink()
-            results[student] = f"the page showed {_describe(found)}, so it was deleted; write the feedback by hand"
+            results[student] = f"the page showed {describe(found)}, so it was deleted; write the feedback by hand"
         elif found := safe_html.unsafe(page.read_text()):
             page.unlink()
-            results[student] = (f"the page held {_describe(found[:3])}, outside what a page may run or fetch, so it "
+            results[student] = (f"the page held {describe(found[:3])}, outside what a page may run or fetch, so it "
                                 "was deleted; write the feedback by hand")
         else:
             shutil.copy(page, out_dir / f"{student}.html")

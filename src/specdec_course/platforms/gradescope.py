@@ -21,8 +21,9 @@ import zipfile
 from pathlib import Path
 
 from ..core.nbgrader_course import NOTEBOOK
-from ..grading import course, feedback, results, row
-from ..grading.collect import Submission, download_index, file_time, nbgrader_id
+from ..grading import course, leaks, results, row
+from ..grading.collect import Submission, file_time
+from ..grading.names import download_index, nbgrader_id
 from ..sandbox.host import GraderFailed
 
 # What the install and grading read: pyproject.toml names README.md, install.sh reads environment.yml.
@@ -114,8 +115,8 @@ def submission(root: Path, path: Path) -> Submission:
 
 def _guard(course: Path, autograder_dir: Path):
     """A message as students may see it: withheld if it shows a grader path or a line of the hidden checks."""
-    secrets, hidden = feedback.grader_secrets(course, autograder_dir), feedback.hidden_lines(autograder_dir)
-    return lambda message: WITHHELD if feedback.leaks(message, secrets, hidden) else message
+    secrets, hidden = leaks.grader_secrets(course, autograder_dir), leaks.hidden_lines(autograder_dir)
+    return lambda message: WITHHELD if leaks.leaks(message, secrets, hidden) else message
 
 
 def results_json(grade: row.Grade, points: dict[str, float], shown) -> dict:
