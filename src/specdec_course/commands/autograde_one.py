@@ -23,7 +23,8 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..grading import course, results
-    from ..grading.collect import Owner, Submission, nbgrader_id, read_lms_name, student_name, upload_time
+    from ..grading.collect import Submission, upload_time
+    from ..grading.names import Owner, nbgrader_id, read_lms_name, student_name
 
     options.check_grading(args)
     path = Path(args.notebook)

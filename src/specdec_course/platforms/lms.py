@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from ..core.config import Deadline
-from ..grading.collect import marked_late, match_ids
 from ..grading.course import course_points, hand_graded_cells
 from ..grading.gradebook import read_scores
+from ..grading.names import marked_late, match_ids
 from ..grading.results import read_rows
 from ..grading.safe_csv import inert
 
