@@ -37,11 +37,11 @@ COURSE_LAYERS = [
                  ["host", "kernel"], ["child"], ["host_main"]]),
     ("bench", [["__init__", "hf_methods", "adaptive"]]),
     ("grading", [["__init__", "safe_csv", "safe_html", "redact", "scan", "gradebook", "archives", "budget", "jobs",
-                  "cell_watch", "preprocessors"],
+                  "leaks", "names", "cell_watch", "preprocessors"],
                  ["safe_nbconvert", "collect", "speed"], ["feedback", "verdict"], ["course"], ["notebook_run"], ["row"],
                  ["batch"], ["results"]]),
     ("platforms", [["__init__", "similarity", "lms", "gradescope"], ["report"]]),
-    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses", "load"]]),
+    ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses", "load", "record"]]),
 ]
 LAYERS: dict[str, tuple[int, int]] = {  # a unit of the table -> (its layer, its level in the layer)
     **{f"{KIT}.{name}": (layer, 0) for layer, names in enumerate(KIT_LAYERS) for name in names},
