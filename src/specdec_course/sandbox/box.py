@@ -204,7 +204,7 @@ class Sandbox:
         cwd = cwd or self.home
         spec = {"cgroups": self.cgroup.procs_files() if self.cgroup else [], "rlimits": self._rlimits(),
                 "stage": None, "binds": [], "scratch": None, "uid": self.uid, "argv": argv, "env": env,
-                "groups": [weights_gid()] if self.weights else [], "cwd": str(cwd)}
+                "groups": [uids.WEIGHTS_GID] if self.weights else [], "cwd": str(cwd)}
         if self.isolation == "bwrap":
             readable = _readable_paths()
             spec.update(stage=str(STAGE), binds=[str(p) for p in readable], env=None,
@@ -350,20 +350,15 @@ def limits_label(isolation: str, cgroup: str) -> str:
     return f"{isolation}+{cgroup}" if cgroup else f"{isolation}, no cgroup: per-process limits only"
 
 
-def weights_gid() -> int:
-    """The group that may read the check pairs' weights: one fixed gid, outside the sandboxes' uids."""
-    return uids.WEIGHTS_GID
-
-
 def restrict_weights(folders: list[Path]) -> None:
-    """Make the weights under `folders` readable by root and `weights_gid()` only: a sandbox made with
+    """Make the weights under `folders` readable by root and `uids.WEIGHTS_GID` only: a sandbox made with
     `weights=False` (the verdict's: its models run in the grading process) cannot compute with them."""
     from specdec_kit.remote import WEIGHT_FILES
 
     for pattern in WEIGHT_FILES:
         for folder in folders:
             for path in folder.rglob(pattern):
-                os.chown(path, 0, weights_gid())
+                os.chown(path, 0, uids.WEIGHTS_GID)
                 path.chmod(0o640)
 
 
