@@ -195,3 +195,12 @@ def test_architecture_page_draws_every_module_in_its_layer():
         if shown and shown not in rows.get(layer, ""):
             missing.append(f"{name} (layer {layer})")
     assert not missing, f"docs/architecture.md's layer drawing should name these in their layer: {missing}"
+
+
+MAX_LINES = 400  # a module longer than this holds more than one idea: split it
+
+
+def test_no_module_is_longer_than_max_lines():
+    long = {str(path.relative_to(SRC)): n for path in sorted(SRC.rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}; split each by the ideas it holds"
