@@ -1,4 +1,5 @@
-"""The `specdec-course` command (the instructors'): the notebook-build check, clear errors, a quick help."""
+"""The `specdec-course` command (the instructors'): the notebook-build check, clear errors (the grading options'
+checks, commands/options.py), a quick help."""
 
 import shutil
 

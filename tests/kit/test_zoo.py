@@ -1,4 +1,5 @@
-"""The zoo builds offline, once, atomically and safely from parallel processes."""
+"""The zoo builds offline, once, atomically and safely from parallel processes: its pairs' tables (zoo_tables.py)
+and the models built from them (zoo_models.py), through `specdec_kit.zoo`."""
 
 import json
 import multiprocessing

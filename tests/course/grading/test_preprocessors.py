@@ -217,7 +217,8 @@ done = True
 @pytest.mark.slow
 def test_a_cell_on_a_loaded_core_keeps_its_limit_which_the_clock_would_have_cut(tmp_path, monkeypatch):
     """1.5 s of the kernel's CPU under a limit of 3 s, on a core two spinning processes share (about 4.5 s on the
-    clock): the cell runs to its end; with the limit on the clock, as the kit had it, it is cut off."""
+    clock): the cell runs to its end (cell_watch.py counts the kernel's CPU); with the limit on the clock, as the kit
+    had it, it is cut off."""
     notebook = new_notebook(cells=[new_code_cell(LOADED_CELL)], metadata=source_notebook().metadata)
 
     def run() -> list[str]:

@@ -1,5 +1,5 @@
-"""The host children fork from (`specdec_course.sandbox.host`): its start is bounded by what it uses, not by the
-clock, which a loaded machine (or an emulated one) stretches."""
+"""The host children fork from (`specdec_course.sandbox.host`, running host_main.py): its start is bounded by what it
+uses, not by the clock, which a loaded machine (or an emulated one) stretches."""
 
 import os
 import signal
