@@ -52,6 +52,7 @@ class Host:
         self._process = self._control = None
         self._buffer = b""  # what the host said past the last full line
         self._exits: dict[int, int] = {}
+        self._forked: set[int] = set()  # children not yet said to have exited: each its own process group
         self._lock = threading.Lock()
 
     def fork(self, start: dict) -> tuple[Channel, int]:
@@ -85,6 +86,7 @@ class Host:
                         raise GraderFailed("the grading child's host forked a child that did not take its start "
                                            "message") from None
                     continue
+                self._forked.add(pid)
                 return channel, pid
 
     def exit_status(self, pid: int, wait: float = 2.0) -> int | None:
@@ -170,6 +172,7 @@ class Host:
             reply = json.loads(line)
             if isinstance(reply, dict) and "exited" in reply:
                 self._exits[int(reply["exited"])] = int(reply["status"])
+                self._forked.discard(int(reply["exited"]))
                 continue
             return reply
 
@@ -196,9 +199,11 @@ class Host:
             self._control.close()
         if self.box is not None:
             self.box.kill_all()
-        elif self._process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+        elif self._process is not None:  # its children left their process group: each is killed with its own
+            for group in (self._process.pid, *self._forked):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
+        self._forked.clear()
         if self._process is not None:
             self._process.wait()
         self._process = self._control = None
