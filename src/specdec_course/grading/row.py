@@ -84,7 +84,7 @@ def conclude(course: Path, student: str, submitted: nbformat.NotebookNode, notes
                   hidden_failed=[test for test, result in judged.tests.items()
                                  if not result.passed and result.visible_passed], isolation=setup.limits_held)
     notebook = show_verdict(autograded or _bare(submitted), judged, {**setup.points, **setup.extra_credit},
-                            grade, run_note if autograded is None else "")
+                            grade, run_note if autograded is None else "", extra=set(setup.extra_credit))
     write_autograded(course, student, notebook)
     return Graded(grade, notebook, scores)
 
@@ -187,27 +187,30 @@ def _bare(submitted: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def show_verdict(notebook: nbformat.NotebookNode, judged: verdict.Verdict, points: dict[str, float], grade: Grade,
-                 run_note: str) -> nbformat.NotebookNode:
+                 run_note: str, extra: set[str] = frozenset()) -> nbformat.NotebookNode:
     """The autograded notebook with the verdict closing each test cell's outputs (after what the notebook's own
-    run printed there), a summary on top and the staff's notes."""
+    run printed there), a summary on top and the staff's notes; the tests in `extra` are worth extra credit."""
     notebook = copy.deepcopy(notebook)
     for cell in notebook.cells:
         test = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code" and test in judged.tests:
-            cell.outputs = [*cell.get("outputs", []), verdict_output(test, judged.tests[test], points[test])]
+            cell.outputs = [*cell.get("outputs", []),
+                            verdict_output(test, judged.tests[test], points[test], test in extra)]
     notebook.cells[:0] = [_role_cell("verdict", summary(judged, points, grade, run_note)),
                           _role_cell(feedback.STAFF_ROLE, staff_notes(grade))]
     return notebook
 
 
-def verdict_output(test: str, result: verdict.TestResult, points: float) -> nbformat.NotebookNode:
+def verdict_output(test: str, result: verdict.TestResult, points: float, extra: bool = False) -> nbformat.NotebookNode:
+    """The kit's verdict beneath a test cell: passed or failed, with its points (of extra credit, for a bonus)."""
+    worth = f"{points:g} points" + (" of extra credit" if extra else "")
     if result.passed:
         detail = f": {result.message}" if result.message else ""
         return nbformat.v4.new_output("stream", name="stdout",
-                                      text=f"The kit's grading of {test}: passed ({points:g} points){detail}\n")
+                                      text=f"The kit's grading of {test}: passed ({worth}){detail}\n")
     # named as the kit's, beneath the notebook's own run of the visible check, which may have failed with the same
     # words (the feedback page shows an error as `ename: evalue`)
-    ename, evalue = f"The kit's grading of {test}", f"failed (0 of {points:g} points): {result.message}"
+    ename, evalue = f"The kit's grading of {test}", f"failed (0 of {worth}): {result.message}"
     return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 

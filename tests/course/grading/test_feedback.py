@@ -185,7 +185,8 @@ def autograded_notebook(release: nbformat.NotebookNode, answer: str, test_output
     test_cell.source += f"\n{BEGIN_HIDDEN}\ncheck_add_hidden(add)\n{END_HIDDEN}"
     test_cell.execution_count, test_cell.outputs = 2, [*before, test_output]
     report.source = "I add the two numbers with `+`."
-    bonus_cell.execution_count, bonus_cell.outputs = 3, [verdict_output("test_bonus", bonus, BONUS_CREDIT)]
+    bonus_cell.execution_count, bonus_cell.outputs = 3, [verdict_output("test_bonus", bonus, BONUS_CREDIT,
+                                                                     extra=True)]
     add = verdict.TestResult(True) if test_output.output_type == "stream" else verdict.TestResult(False, MESSAGE)
     notebook.cells = [role_cell("verdict", verdict_summary(add, bonus)), role_cell("staff", STAFF_NOTE),
                       intro, answer_cell, *extra_cells, test_cell, report, bonus_cell]
@@ -356,7 +357,7 @@ def test_a_bonus_left_as_released_reads_not_attempted(course):
         "alice's summary must say her bonus was not attempted, with what it is worth"
     assert f"The kit's grading of test_bonus: {NOT_ATTEMPTED}" in alice, "her bonus test cell must say so too"
     assert "failed (0 of" not in alice.split("test_bonus", 1)[1].split("test_add")[0] and \
-        f"of {BONUS_CREDIT} points)" not in alice, "no 'failed' verdict for a bonus left as released"
+        f"of {BONUS_CREDIT} points of extra credit)" not in alice, "no 'failed' verdict for a bonus left as released"
     assert f"test_bonus (+{BONUS_CREDIT} extra credit): passed" in carol, "carol's passed bonus reads passed"
 
 

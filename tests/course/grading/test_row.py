@@ -77,3 +77,5 @@ def test_the_verdict_beneath_a_test_cell_says_it_is_the_kits_grading():
         == "The kit's grading of test_counts: failed (0 of 8 points): 10 target forward passes", failed
     passed = verdict_output("test_exact", TestResult(True), 12)
     assert passed.text == "The kit's grading of test_exact: passed (12 points)\n", passed
+    bonus = verdict_output("test_lookup", TestResult(True), 5, extra=True)
+    assert bonus.text == "The kit's grading of test_lookup: passed (5 points of extra credit)\n", bonus
