@@ -30,7 +30,7 @@ KIT_LAYERS = [
 # The instructor package's sub-packages, lowest first, each with its modules in levels, lowest first: a module
 # imports from its own level and those below, in its sub-package and in the sub-packages below.
 COURSE_LAYERS = [
-    ("core", [["__init__", "pins", "nbgrader_course", "oracle", "regular_files"], ["config"], ["plan"]]),
+    ("core", [["__init__", "pins", "nbgrader_course", "oracle", "regular_files", "waits"], ["config"], ["plan"]]),
     ("authoring", [["__init__", "notebooks", "answers", "points"], ["release"]]),
     ("sandbox", [["__init__", "uids", "enter", "processes", "model_requests", "models", "baseline", "timing_gate",
                   "channel", "meter"], ["box"],

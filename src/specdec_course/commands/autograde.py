@@ -7,6 +7,7 @@ from pathlib import Path
 
 from specdec_kit.cli import add_command
 
+from ..core.waits import quiet_waits
 from . import options
 
 
@@ -27,6 +28,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    quiet_waits()  # before torch is imported
     from tqdm.auto import tqdm
 
     from ..grading import course, results, row

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from specdec_kit.cli import add_command
 
+from ..core.waits import quiet_waits
 from . import options
 
 
@@ -22,6 +23,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    quiet_waits()  # before torch is imported
     from ..grading import course, results
     from ..grading.collect import Submission, upload_time
     from ..grading.names import Owner, nbgrader_id, read_lms_name, student_name

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from specdec_kit.cli import add_command
 
+from ..core.waits import quiet_waits
 from . import options
 
 
@@ -28,6 +29,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    quiet_waits()  # before torch is imported
     import pandas as pd
 
     from ..selftest.catalogue import load_catalogue

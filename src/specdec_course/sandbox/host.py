@@ -29,6 +29,7 @@ from pathlib import Path
 from specdec_kit import settings
 from specdec_kit.checks.core import WALL_FACTOR
 
+from ..core.waits import OMP_WAIT
 from .box import Sandbox
 from .channel import Channel
 from .meter import Clock, pids_cpu, process_cpu
@@ -119,18 +120,24 @@ class Host:
         with self._lock:
             self._stop()
 
-    def _start(self) -> None:
-        control, theirs = socket.socketpair()
+    def environment(self) -> dict:
+        """The host's environment: offline, its threads, how they wait; in a sandbox nothing else of the grader's
+        (the sandbox adds its own variables)."""
         env = {**os.environ, settings.GRADING: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                settings.THREADS: str(self.threads)}
+        if self.box is None:
+            return env
+        return {k: v for k, v in env.items() if k in ("PATH", "LANG", settings.GRADING, settings.THREADS, OMP_WAIT)}
+
+    def _start(self) -> None:
+        control, theirs = socket.socketpair()
         argv = [sys.executable, "-I", str(HOST_SCRIPT), str(theirs.fileno())]
         options = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        pass_fds=(theirs.fileno(),))
         if self.box is not None:
-            kept = {k: v for k, v in env.items() if k in ("PATH", "LANG", settings.GRADING, settings.THREADS)}
-            self._process = self.box.popen(argv, env=kept, **options)  # popen adds the sandbox's own variables
+            self._process = self.box.popen(argv, env=self.environment(), **options)
         else:
-            self._process = subprocess.Popen(argv, env=env, start_new_session=True, **options)
+            self._process = subprocess.Popen(argv, env=self.environment(), start_new_session=True, **options)
         theirs.close()
         self._control, self._buffer = control, b""
         threading.Thread(target=_keep_log, args=(self._process.stdout, self.log), daemon=True).start()

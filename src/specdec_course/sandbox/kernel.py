@@ -12,10 +12,11 @@ import os
 
 from jupyter_client import AsyncKernelManager
 
+from ..core.waits import OMP_WAIT
 from .box import Sandbox
 
 SANDBOX_ENV = "SPECDEC_KERNEL_SANDBOX"
-KERNEL_ENV = ("PATH", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # besides the kit's own (SPECDEC_*)
+KERNEL_ENV = ("PATH", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", OMP_WAIT)  # and SPECDEC_*
 
 
 def sandbox_description() -> str | None:
