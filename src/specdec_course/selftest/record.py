@@ -1,7 +1,7 @@
 """The catalogue's measured losses, kept beside it (`autograder/losses.json`), so that CI checks every entry's `fails`
 in seconds: what `catalogue --losses` found each entry to lose, and digests of everything that found it (the
-solution, the hidden checks and config.toml, the source of every module of the kit the run imported, torch's and
-transformers' versions, each entry's edits).
+solution, the hidden checks and config.toml, the source of every module of the kit the run imported and the kit's data
+files (the visible checks' recorded answers), torch's and transformers' versions, each entry's edits).
 
     record = measured_record(found, entries, solution, autograder_dir)   # after catalogue --losses ran them
     write_record(autograder_dir, record)
@@ -46,12 +46,18 @@ def edits_digest(entry: Entry) -> str:
     return digest(json.dumps(entry.edits).encode())
 
 
+def packages_root(package: str) -> Path | None:
+    """The folder that holds `package` (src/ in a checkout), found without importing it."""
+    spec = importlib.util.find_spec(package)
+    return None if spec is None or spec.origin is None else Path(spec.origin).parent.parent
+
+
 def module_file(name: str) -> Path | None:
     """The source file of module `name` of the kit's packages, found without importing it; None if it has none."""
-    package = importlib.util.find_spec(name.split(".")[0])
-    if package is None or package.origin is None:
+    root = packages_root(name.split(".")[0])
+    if root is None:
         return None
-    base = Path(package.origin).parent.parent / Path(*name.split("."))
+    base = root / Path(*name.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
@@ -64,15 +70,22 @@ def imported_modules() -> list[str]:
                   if name.split(".")[0] in PACKAGES and not name.startswith(NOT_INPUTS) and module_file(name))
 
 
-def inputs(modules: list[str], solution: Path, autograder_dir: Path) -> dict[str, str]:
+def data_files() -> list[str]:
+    """The kit's files that are not code (the visible checks' recorded answers), as `package/.../name`."""
+    return sorted(str(path.relative_to(root)) for package in PACKAGES if (root := packages_root(package))
+                  for path in (root / package).rglob("*.json"))
+
+
+def inputs(modules: list[str], data: list[str], solution: Path, autograder_dir: Path) -> dict[str, str]:
     """name -> digest (a version, for a library) of each input of the checks' run."""
-    found = {f"solution: {solution.name}": digest(solution.read_bytes())}
-    for name in AUTOGRADER_FILES:
-        path = autograder_dir / name
-        found[f"autograder: {name}"] = digest(path.read_bytes()) if path.is_file() else "missing"
-    for name in modules:
-        path = module_file(name)
-        found[f"module: {name}"] = digest(path.read_bytes()) if path is not None else "missing"
+    def of(path: Path | None) -> str:
+        return digest(path.read_bytes()) if path is not None and path.is_file() else "missing"
+
+    found = {f"solution: {solution.name}": of(solution)}
+    found.update({f"autograder: {name}": of(autograder_dir / name) for name in AUTOGRADER_FILES})
+    found.update({f"module: {name}": of(module_file(name)) for name in modules})
+    found.update({f"data: {name}": of(root / name if (root := packages_root(name.split("/")[0])) else None)
+                  for name in data})
     for library in VERSIONS:
         found[f"version: {library}"] = importlib.metadata.version(library)
     return found
@@ -92,7 +105,7 @@ def measured_record(found: dict[str, set[str]], entries: dict[str, Entry], solut
                     previous: dict | None = None) -> dict:
     """The record of `found` (entry -> the tests its checks lost), and of `previous`'s other entries still in the
     catalogue, which must have been measured on the same inputs."""
-    now = inputs(imported_modules(), solution, autograder_dir)
+    now = inputs(imported_modules(), data_files(), solution, autograder_dir)
     kept = {}
     if previous is not None:
         if previous.get("inputs") != now:
@@ -138,8 +151,10 @@ def check_record(entries: list[Entry], solution: Path, autograder_dir: Path) -> 
         return Report(stale_inputs=[f"{autograder_dir / RECORD} does not exist"],
                       unrecorded=[entry.name for entry in entries])
     recorded = record.get("inputs", {})
-    modules = [name.removeprefix("module: ") for name in recorded if name.startswith("module: ")]
-    report = Report(stale_inputs=changed(recorded, inputs(modules, solution, autograder_dir)))
+    listed = {kind: [name.removeprefix(f"{kind}: ") for name in recorded if name.startswith(f"{kind}: ")]
+              for kind in ("module", "data")}
+    report = Report(stale_inputs=changed(recorded, inputs(listed["module"], listed["data"], solution,
+                                                          autograder_dir)))
     measured = record.get("entries", {})
     report.gone = sorted(set(measured) - {entry.name for entry in entries})
     for entry in entries:
