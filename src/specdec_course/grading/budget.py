@@ -14,7 +14,8 @@ from ..core.plan import Plan
 class Budget:
     """The CPU seconds all checks of one notebook may use together, charged by each request (`charge`: the
     submission's CPU and the grader's serving it, as its `Meter` counted them); the clock stops them at WALL_FACTOR
-    times that, waits for another job's timing, or for the notebook's own run to end, not counted."""
+    times that, waits for another job's timing, for the notebook's own run to end, or for a core of a loaded machine
+    (`Meter.held`) not counted."""
 
     def __init__(self, seconds: float):
         self.seconds, self.spent, self.started, self.waited = seconds, 0.0, time.monotonic(), 0.0

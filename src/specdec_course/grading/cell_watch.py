@@ -3,7 +3,7 @@ the machine's clock: once the cell has used its limit the kernel is interrupted,
 killed if it has not answered the interrupt GRACE seconds later. nbclient's own timeout stays as the clock's
 backstop, at WALL_FACTOR times the limit.
 
-    with CellWatch(km, kernel_cpu(km), seconds=300) as watch:
+    with CellWatch(km, kernel_usage(km), seconds=300) as watch:
         ...                      # nbclient runs the cell
     watch.fired                  # "" or how the limit was reached; watch.killed: it did not answer the interrupt
     watch.meter.used()           # the cell's own time, charged to the notebook's budget
@@ -17,23 +17,26 @@ import threading
 
 from specdec_kit import settings
 
-from ..sandbox.meter import Meter, pids_cpu, process_cpu
+from ..sandbox.meter import Meter, pids_cpu, pids_delay, process_cpu
 
 GRACE = 10  # seconds a kernel has to answer an interrupt before it is killed
 LOOK = 1.0  # seconds between looks at the meter
 
 
-def kernel_cpu(km):
-    """The kernel's CPU as a function of no arguments: its sandbox's cgroup where one counts it, else its processes'."""
+def kernel_usage(km):
+    """(the kernel's CPU, its threads' waits for a core), as functions of no arguments (`Meter`'s `cpu` and
+    `delay`): its sandbox's, from its cgroup where one counts the CPU, else its processes'."""
     box = getattr(km, "box", None)  # a SandboxedKernelManager's
     if box is None:
-        return process_cpu(km.provisioner.process.pid)
-    return box.cpu_seconds if box.cpu_seconds() is not None else pids_cpu(box.pids)
+        pid = km.provisioner.process.pid
+        return process_cpu(pid), pids_delay(lambda: [pid])
+    return box.cpu_seconds if box.cpu_seconds() is not None else pids_cpu(box.pids), pids_delay(box.pids)
 
 
 class CellWatch:
-    def __init__(self, km, cpu, seconds: float):
-        self.meter, self.fired, self.killed = Meter(seconds, cpu, settings.threads()), "", False  # the kernel's
+    def __init__(self, km, usage, seconds: float):
+        cpu, delay = usage
+        self.meter, self.fired, self.killed = Meter(seconds, cpu, settings.threads(), delay), "", False  # the kernel's
         self._km, self._done = km, threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cell watch", daemon=True)
 

@@ -53,7 +53,7 @@ from specdec_kit.checks.core import WALL_FACTOR
 
 from ..core.nbgrader_course import import_name, list_setting
 from ..sandbox.kernel import SandboxedKernelManager, sandbox_description
-from .cell_watch import CellWatch, kernel_cpu
+from .cell_watch import CellWatch, kernel_usage
 
 RECORD_ENV = settings.RUN_RECORD
 DEMO_STUB = "# demo cell: not run while grading (benchmarks and plots earn no points)"
@@ -196,7 +196,7 @@ class GuardedExecute(Execute):
     run_record: RunRecord | None = None
     _started: float | None = None  # the clock starts with the first cell, not with the kernel's launch
     _spent = 0.0  # the kernel's own time in the cells run so far (the budget's)
-    _cpu = None  # the kernel's CPU, found once it runs
+    _usage = None  # the kernel's CPU and waits for a core (`kernel_usage`), found once it runs
     _stop_reason: str | None = None  # set once the run stops: the NotRun message of every later cell
 
     @default("record_file")
@@ -207,7 +207,7 @@ class GuardedExecute(Execute):
         if sandbox_description():
             self.kernel_manager_class = SandboxedKernelManager
         self.run_record = RunRecord(self.record_file, cells=sum(map(_is_code, nb.cells)))
-        self._started = self._stop_reason = self._cpu = None
+        self._started = self._stop_reason = self._usage = None
         self._spent = 0.0
         self.timeout_func = self._cell_timeout
         self._save()
@@ -232,8 +232,8 @@ class GuardedExecute(Execute):
         self.run_record.current, self.run_record.seconds = {"index": index, "label": label}, self._elapsed()
         self._save()
         limit = self._cell_limit()
-        self._cpu = self._cpu or kernel_cpu(self.km)
-        with CellWatch(self.km, self._cpu, limit or math.inf) as watch:
+        self._usage = self._usage or kernel_usage(self.km)
+        with CellWatch(self.km, self._usage, limit or math.inf) as watch:
             try:
                 cell, resources = super().preprocess_cell(cell, resources, index)
             except DeadKernelError:

@@ -73,6 +73,7 @@ def time_speedup(host: Host, cells: list[tuple[str, str]], plan: Plan, threads: 
             finally:
                 if child is student:
                     budget.charge(child.used)
+                    budget.add_wait(child.held)
             seconds = child.cost if served else time.perf_counter() - started
         [case] = assemble(events, request, redact=child is student)
         return case, seconds, served and servers[0].delegated > delegated

@@ -50,39 +50,40 @@ class Child:
     A request's limit is a `Meter`, in the submission's own time: the CPU the sandbox's processes used (the child's
     own where the sandbox has no cgroup), the CPU this process spent serving its model requests, and the time it
     waited on nothing, with a backstop on the clock; every read and send on the child's channel waits on it. `used`
-    holds the last request's time, for the check's and the notebook's budgets, `cost` its CPU (`Meter.cost`)."""
+    holds the last request's time, for the check's and the notebook's budgets, `cost` its CPU (`Meter.cost`), `held`
+    the time a loaded machine kept it waiting for a core (`Meter.held`), which no backstop counts."""
 
     def __init__(self, host: Host, cells: list[tuple[str, str]], threads: int = 1, memory_mb: int = 0,
                  models: ModelServer | None = None):
         self.host, self.cells, self.threads, self.memory_mb, self.models = host, cells, threads, memory_mb, models
         self.load_problems: list[str] = []
         self.classes: list[str] = []
-        self.used = self.cost = 0.0
-        self._conn = self._pid = self._cpu = None
+        self.used = self.cost = self.held = 0.0
+        self._conn = self._pid = self._cpu = self._delay = None
 
     def request(self, request: dict, seconds: float, hidden: bool = False) -> list[dict]:
         """Send `request` and return its events (through `done`), or raise ChildFailed once it has used `seconds`
         (`Meter`). A `hidden` request's failure names the method the grader called, not the call the child
         announced (whose words are the student's code's)."""
-        self.used = self.cost = 0.0  # a child that fails to start fails before this request's meter
+        self.used = self.cost = self.held = 0.0  # a child that fails to start fails before this request's meter
         if self._conn is None:
             self._start()
         if self.models is not None:
             self.models.reset()
-        meter = Meter(seconds, self._cpu, self.threads)
+        meter = Meter(seconds, self._cpu, self.threads, self._delay)
         try:
             named = METHODS.get(request["kind"], "the notebook's code") if hidden else None
             self._send(request, meter, named)
             return self._events(meter, named)
         finally:
-            self.used, self.cost = meter.used(), meter.cost()
+            self.used, self.cost, self.held = meter.used(), meter.cost(), meter.held
 
     def _start(self) -> None:
         self._conn, self._pid = self.host.fork({"cells": self.cells, "threads": self.threads,
                                                 "memory_mb": self.memory_mb,
                                                 "served": self.models.folders() if self.models else {}})
-        self._cpu = self.host.cpu_of(self._pid)
-        meter = Meter(LOAD_SECONDS, self._cpu, self.threads)
+        self._cpu, self._delay = self.host.cpu_of(self._pid), self.host.delay_of(self._pid)
+        meter = Meter(LOAD_SECONDS, self._cpu, self.threads, self._delay)
         [loaded] = [e for e in self._events(meter, "loading the notebook's code") if e["event"] == "loaded"] or [None]
         if loaded is None:
             raise ChildFailed("loading the notebook's code", kind="ChildFailed",
@@ -222,7 +223,8 @@ def _death(error: BaseException, code: int | None) -> str:
 class ChildRunner:
     """A `checks` runner whose probes run in `child` on its class `class_name`: one check's runner, all of whose
     requests together may use `seconds` of CPU (the child's `Meter`); waits for another job's timing do not count.
-    `on_wait` is told each such wait and `on_used` each request's CPU (the notebook's budget).
+    `on_wait` is told each such wait and each request's wait for a core (`Child.held`), and `on_used` each request's
+    CPU (the notebook's budget).
 
     Each case the check sends gets exactly one well-formed answer, or the check fails (`outcomes.assemble`). With
     `hidden` (a `redact.HiddenInputs`), the requests are the grader's hidden cases: their inputs are kept there, for
@@ -246,4 +248,6 @@ class ChildRunner:
                 self.spent += self.child.used
                 if self.on_used:
                     self.on_used(self.child.used)
+                if self.on_wait:
+                    self.on_wait(self.child.held)
             return assemble(events, request, redact=self.hidden is not None)

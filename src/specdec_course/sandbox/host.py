@@ -32,7 +32,7 @@ from specdec_kit.checks.core import WALL_FACTOR
 from ..core.waits import OMP_WAIT
 from .box import Sandbox
 from .channel import Channel
-from .meter import Clock, pids_cpu, process_cpu
+from .meter import Clock, pids_cpu, pids_delay, process_cpu
 
 HOST_SCRIPT = Path(__file__).with_name("host_main.py")
 MAX_LOG = 16 << 20  # bytes of a host's output kept in its log
@@ -104,10 +104,22 @@ class Host:
         child's own (its threads and the children it waited for), as a function of no arguments."""
         if self.box is not None and self.box.cpu_seconds() is not None:
             return self.box.cpu_seconds
-        if self.box is None or self.box.isolation != "bwrap":  # the grader's own pid namespace
-            return process_cpu(pid)
-        outer = self.box.outer_pid(pid)
+        outer = self._outer(pid)
         return process_cpu(outer) if outer is not None else lambda: 0.0
+
+    def delay_of(self, pid: int):
+        """The seconds child `pid`'s threads have waited for a core (`meter.pids_delay`), those of its sandbox's
+        processes where a cgroup counts their CPU, as a function of no arguments."""
+        if self.box is not None and self.box.cpu_seconds() is not None:
+            return pids_delay(self.box.pids)
+        outer = self._outer(pid)
+        return pids_delay(lambda: [outer] if outer is not None else [])
+
+    def _outer(self, pid: int) -> int | None:
+        """The grader's number for child `pid`, as the host numbers it."""
+        if self.box is None or self.box.isolation != "bwrap":  # the grader's own pid namespace
+            return pid
+        return self.box.outer_pid(pid)
 
     def kill(self, pid: int) -> None:
         """Kill child `pid` (as the host numbers it) and its process group."""

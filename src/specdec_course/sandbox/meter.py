@@ -1,7 +1,7 @@
 """A check's time limit in the submission's own time, not the machine's clock: a loaded machine stretches every
 second on the clock, but not the CPU a decode needs, nor a sleep.
 
-    meter = Meter(60, cpu=process_cpu(pid), threads=2)
+    meter = Meter(60, cpu=process_cpu(pid), threads=2, delay=pids_delay(lambda: [pid]))
     with meter.serving(): ...       # the grading process runs a model's forward for the child: its CPU counts too
     meter.left()                    # seconds the wait may still last; <= 0: over, and `meter.why()` says how
     meter.used()                    # the submission's own time so far
@@ -14,15 +14,21 @@ The submission's own time is
 - waiting on nothing: each stretch of at least WINDOW seconds in which it used under IDLE_SHARE of a core and moved
   no byte (a sleep, a child stopped mid-message, one that does not read) counts whole.
 Time it spent waiting for a core of a loaded machine is neither. The clock stops a request only at WALL_FACTOR
-times its limit, a backstop no correct notebook reaches on a loaded machine.
+times its limit, and counts there neither the time its processes' threads were runnable but waiting for a core
+(`delay`: the scheduler's run delay, /proc/<pid>/task/<tid>/schedstat), nor that of the grading thread serving it: a
+loaded machine stretches the clock without bringing a correct notebook nearer to the backstop. (Where the kernel keeps
+no run delay, the backstop is the clock's alone.) A thread waits for a core only while a core runs something else:
+the submission's own threads, whose CPU is counted, or another job's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from specdec_kit.checks.core import WALL_FACTOR
 
@@ -60,13 +66,49 @@ def pids_cpu(pids: Callable[[], list[int]]) -> Callable[[], float]:
     return cpu
 
 
+def run_delay(pid: int, tid: int) -> float | None:
+    """The seconds thread `tid` of process `pid` has been runnable but waiting for a core; None once it is gone, or
+    where the kernel keeps no such count."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pids_delay(pids: Callable[[], list[int]]) -> Callable[[], float]:
+    """The seconds the threads of the processes `pids()` names have been runnable but waiting for a core, summed
+    over every thread ever seen (one that ends keeps what it had; a thread number used again starts anew)."""
+    seen: dict[tuple[int, int], float] = {}
+    total = [0.0]
+
+    def delay() -> float:
+        for pid in pids():
+            with contextlib.suppress(OSError):
+                for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+                    if (now := run_delay(pid, tid)) is not None:
+                        before = seen.get((pid, tid), 0.0)
+                        total[0] += now - before if now >= before else now
+                        seen[pid, tid] = now
+        return total[0]
+
+    return delay
+
+
+def _no_delay() -> float:
+    return 0.0
+
+
 class Meter:
-    def __init__(self, seconds: float, cpu: Callable[[], float], threads: int = 1):
-        self.seconds, self._cpu, self.threads = seconds, cpu, max(threads, 1)
+    def __init__(self, seconds: float, cpu: Callable[[], float], threads: int = 1,
+                 delay: Callable[[], float] = _no_delay):
+        self.seconds, self._cpu, self.threads, self._delay = seconds, cpu, max(threads, 1), delay
         self._started, self._cpu_started = time.monotonic(), cpu()
         self._served, self._serving_since = 0.0, None
+        self._served_delay, self._serving_thread = 0.0, None  # the serving thread's waits for a core, and its id
         self.idle = 0.0  # the stretches spent waiting on nothing
+        self.held = 0.0  # the stretches its threads (and the thread serving it) spent waiting for a core
         self._look, self._look_computing, self._moved = self._started, 0.0, False
+        self._look_delay = self._delayed()
 
     def _spent(self) -> tuple[float, float]:
         """(the CPU of its processes, the grading process's CPU in serving it), since the meter started."""
@@ -87,15 +129,25 @@ class Meter:
         own, served = self._spent()
         return own + served + self.idle
 
+    def _delayed(self) -> float:
+        """The seconds its processes' threads, and the grading thread while serving it, have waited for a core."""
+        serving = 0.0
+        if self._serving_thread is not None:
+            serving = (run_delay(os.getpid(), self._serving_thread[0]) or 0.0) - self._serving_thread[1]
+        return self._delay() + self._served_delay + serving
+
     @contextlib.contextmanager
     def serving(self):
-        """The grading process's thread runs this submission's request: its CPU is the submission's."""
-        self._serving_since = time.thread_time()
+        """The grading process's thread runs this submission's request: its CPU is the submission's, and so are its
+        waits for a core."""
+        tid = threading.get_native_id()
+        self._serving_since, self._serving_thread = time.thread_time(), (tid, run_delay(os.getpid(), tid) or 0.0)
         try:
             yield
         finally:
             self._served += time.thread_time() - self._serving_since
-            self._serving_since = None
+            self._served_delay += (run_delay(os.getpid(), tid) or 0.0) - self._serving_thread[1]
+            self._serving_since = self._serving_thread = None
 
     def active(self) -> None:
         """Bytes moved: the stretch under way is not idle."""
@@ -105,10 +157,14 @@ class Meter:
         now, computing = time.monotonic(), self.computing()
         span = now - self._look
         if span >= WINDOW:  # a shorter look would count a wait for a core of a loaded machine as idle
-            if not self._moved and computing - self._look_computing < IDLE_SHARE * span:
+            delayed = self._delayed()
+            held = min(span, max(delayed - self._look_delay, 0.0))  # threads waiting side by side: the span at most
+            if not self._moved and computing - self._look_computing + held < IDLE_SHARE * span:
                 self.idle += span
-            self._look, self._look_computing, self._moved = now, computing, False
-        return min(self.seconds - computing - self.idle, self.seconds * WALL_FACTOR - (now - self._started))
+            self.held += held
+            self._look, self._look_computing, self._look_delay, self._moved = now, computing, delayed, False
+        return min(self.seconds - computing - self.idle,
+                   self.seconds * WALL_FACTOR - (now - self._started - self.held))
 
     def mostly_idle(self) -> bool:
         return self.idle > self.computing()
@@ -119,7 +175,9 @@ class Meter:
         if computing + self.idle >= self.seconds:
             return (f"did not return within {self.seconds:g} s of its own time ({computing:.0f} s computing, "
                     f"{self.idle:.0f} s waiting on nothing)")
-        return f"had not returned after {self.seconds * WALL_FACTOR:g} s on the clock"
+        backstop = f"had not returned after {self.seconds * WALL_FACTOR:g} s on the clock"
+        return backstop + (f" besides {self.held:.0f} s its processes waited for a core of a loaded machine"
+                           if self.held >= 1 else "")
 
 
 class Clock:

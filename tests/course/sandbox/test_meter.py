@@ -1,12 +1,15 @@
 """A check's limit in the submission's own time: computing counts, waiting on nothing counts, waiting for a core of a
-loaded machine does not, and the clock stops it only at its backstop.
+loaded machine does not, and the clock stops it only at its backstop, which that waiting does not bring nearer.
 
 Example run: python -m pytest tests/course/sandbox/test_meter.py -q
 """
 
+import os
+import subprocess
+import sys
 import time
 
-from specdec_course.sandbox.meter import Meter
+from specdec_course.sandbox.meter import Meter, pids_delay, process_cpu
 from specdec_kit.checks.core import WALL_FACTOR
 
 
@@ -58,6 +61,66 @@ def test_the_clock_is_a_backstop_at_wall_factor_times_the_limit(monkeypatch):
         meter.active()
         meter.left()
     assert meter.left() <= 0 and f"had not returned after {2 * WALL_FACTOR:g} s on the clock" in meter.why()
+
+
+def test_the_time_a_loaded_machine_withholds_a_core_does_not_bring_the_backstop_nearer(monkeypatch):
+    """At load 30 on two cores each thread gets a fifteenth of one: a correct decode that needs 90 % of its limit takes
+    13.5 times its limit on the clock. The clock alone (as before the run delay was read) stops it at WALL_FACTOR
+    times its limit; counting out its threads' waits for a core, it returns with its points."""
+    def run(counted: bool) -> tuple[bool, Meter]:
+        clock, cpu, waited = [100.0], FakeCpu(), [0.0]
+        monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+        meter = Meter(6, cpu, threads=2, **({"delay": lambda: waited[0]} if counted else {}))
+        while meter.computing() < 0.9 * 6:  # its two threads, each running a fifteenth and waiting the rest
+            clock[0] += 1
+            cpu.seconds += 2 / 15
+            waited[0] += 2 * 14 / 15
+            if meter.left() <= 0:
+                return False, meter
+        return True, meter
+
+    returned, meter = run(counted=False)
+    assert not returned and meter.why() == f"had not returned after {6 * WALL_FACTOR:g} s on the clock"
+    returned, meter = run(counted=True)
+    assert returned and meter.idle == 0 and meter.held > 6 * WALL_FACTOR and meter.left() > 0
+
+
+def test_a_thread_that_waits_for_a_core_is_not_waiting_on_nothing(monkeypatch):
+    """A child given no core for seconds on end computes nothing, yet waits on a core, not on nothing."""
+    clock, cpu, waited = [100.0], FakeCpu(), [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    meter = Meter(10, cpu, delay=lambda: waited[0])
+    for _ in range(30):
+        clock[0] += 1
+        waited[0] += 1
+        meter.left()
+    assert meter.idle == 0 and meter.held == 30 and meter.left() == 10
+
+
+def test_the_run_delay_read_from_the_kernel_is_a_busy_cores_waits():
+    """A process sharing one core with 19 busy loops waits there most of the time: the kernel's run delay says so,
+    and a meter reading it lets the process finish where the clock alone would have stopped it."""
+    core = str(min(os.sched_getaffinity(0)))
+    spin = ("import os, sys, time; os.sched_setaffinity(0, {int(sys.argv[2])}); t = time.process_time()\n"
+            "while time.process_time() - t < float(sys.argv[1]): pass")
+    loads = [subprocess.Popen([sys.executable, "-c", spin, "60", core]) for _ in range(19)]
+    try:
+        time.sleep(0.5)  # the loops have their core
+        decode = subprocess.Popen([sys.executable, "-c", spin, "0.2", core])  # 0.2 s of CPU: 4 s at a 20th of a core
+        clock_only = Meter(0.3, process_cpu(decode.pid))
+        meter = Meter(0.3, process_cpu(decode.pid), delay=pids_delay(lambda: [decode.pid]))
+        stopped = []
+        while decode.poll() is None:
+            if clock_only.left() <= 0 and not stopped:
+                stopped.append(clock_only.why())
+            assert meter.left() > 0, meter.why()
+            time.sleep(0.05)
+    finally:
+        for load in loads:
+            load.kill()
+            load.wait()
+    assert stopped == [f"had not returned after {0.3 * WALL_FACTOR:g} s on the clock"]
+    assert meter.held > 1
 
 
 def test_a_runs_cost_is_its_cpu_with_every_thread_whole_its_serving_and_its_sleep_and_not_the_clock(monkeypatch):
