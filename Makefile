@@ -65,7 +65,8 @@ selftest: $(STAMP)
 	$(VENV)/bin/specdec-course selftest --jobs 2
 
 # The same on a loaded machine: eight notebooks graded at once while six other autograde runs of the solved release
-# share the cores (its figures in docs/benchmarks.md: about two hours on 2 cores, up to 20 GB of memory); no point may move.
+# share the cores (its figures in docs/benchmarks.md: about two hours on 2 cores, up to 20 GB of memory); no point may
+# move.
 .PHONY: selftest-load
 selftest-load: $(STAMP)
 	$(VENV)/bin/specdec-course selftest --jobs 8 --load 6

@@ -98,13 +98,18 @@ def _no_delay() -> float:
     return 0.0
 
 
+def _own_delay(tid: int) -> float:
+    """The waits for a core of this process's thread `tid` (0 where the kernel keeps none)."""
+    return run_delay(os.getpid(), tid) or 0.0
+
+
 class Meter:
     def __init__(self, seconds: float, cpu: Callable[[], float], threads: int = 1,
                  delay: Callable[[], float] = _no_delay):
         self.seconds, self._cpu, self.threads, self._delay = seconds, cpu, max(threads, 1), delay
         self._started, self._cpu_started = time.monotonic(), cpu()
-        self._served, self._serving_since = 0.0, None
-        self._served_delay, self._serving_thread = 0.0, None  # the serving thread's waits for a core, and its id
+        self._served, self._served_delay = 0.0, 0.0  # the serving thread's CPU and waits for a core, serving it
+        self._serving = None  # while serving: (that thread's id, its CPU, its waits for a core) when it began
         self.idle = 0.0  # the stretches spent waiting on nothing
         self.held = 0.0  # the stretches its threads (and the thread serving it) spent waiting for a core
         self._look, self._look_computing, self._moved = self._started, 0.0, False
@@ -112,7 +117,7 @@ class Meter:
 
     def _spent(self) -> tuple[float, float]:
         """(the CPU of its processes, the grading process's CPU in serving it), since the meter started."""
-        serving = time.thread_time() - self._serving_since if self._serving_since is not None else 0.0
+        serving = time.thread_time() - self._serving[1] if self._serving is not None else 0.0
         return self._cpu() - self._cpu_started, self._served + serving
 
     def computing(self) -> float:
@@ -131,9 +136,7 @@ class Meter:
 
     def _delayed(self) -> float:
         """The seconds its processes' threads, and the grading thread while serving it, have waited for a core."""
-        serving = 0.0
-        if self._serving_thread is not None:
-            serving = (run_delay(os.getpid(), self._serving_thread[0]) or 0.0) - self._serving_thread[1]
+        serving = _own_delay(self._serving[0]) - self._serving[2] if self._serving is not None else 0.0
         return self._delay() + self._served_delay + serving
 
     @contextlib.contextmanager
@@ -141,13 +144,13 @@ class Meter:
         """The grading process's thread runs this submission's request: its CPU is the submission's, and so are its
         waits for a core."""
         tid = threading.get_native_id()
-        self._serving_since, self._serving_thread = time.thread_time(), (tid, run_delay(os.getpid(), tid) or 0.0)
+        self._serving = (tid, time.thread_time(), _own_delay(tid))
         try:
             yield
         finally:
-            self._served += time.thread_time() - self._serving_since
-            self._served_delay += (run_delay(os.getpid(), tid) or 0.0) - self._serving_thread[1]
-            self._serving_since = self._serving_thread = None
+            self._served += time.thread_time() - self._serving[1]
+            self._served_delay += _own_delay(tid) - self._serving[2]
+            self._serving = None
 
     def active(self) -> None:
         """Bytes moved: the stretch under way is not idle."""
