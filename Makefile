@@ -50,7 +50,7 @@ $(STAMP4): pyproject.toml environment.yml
 
 .PHONY: test-transformers4
 test-transformers4: $(STAMP) $(STAMP4)
-	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/kit/test_cache.py tests/course/core/test_oracle.py tests/kit/test_forwards.py \
+	$(VENV4)/bin/python -m pytest -q -m "not slow" tests/kit/core/test_cache.py tests/course/core/test_oracle.py tests/kit/core/test_timing.py \
 		tests/kit/test_exactness.py tests/kit/test_errors.py tests/course/selftest/test_catalogue.py
 
 # By hand, as root, not in CI: the sandbox's cgroup v2 code and a sandboxed grading on a real v2-only kernel, in a VM

@@ -7,8 +7,8 @@ auto-graded test must give full marks. `specdec-course catalogue --losses NAME` 
 before its `fails` is written. `message` is text of the check's verdict that the student's feedback page must
 show; a bug's `messages` give, for each test it loses (the speed test's timing aside), the words that test's
 message must hold: the cause where the test can see it, else what it saw of it. A round that emits no token has one
-of two causes, named in `specdec_kit.no_progress.CAUSE_WORDS`' words (a verifier's slice that starts one position late,
-or a target's token dropped): a bug's messages name its own, and its tests' messages never the other
+of two causes, named in `specdec_kit.core.no_progress.CAUSE_WORDS`' words (a verifier's slice that starts one
+position late, or a target's token dropped): a bug's messages name its own, and its tests' messages never the other
 (tests/course/selftest/test_catalogue.py). Bugs come from the course's three student reports; `slow_rounds` stands
 in for any slowness the checks cannot see.
 

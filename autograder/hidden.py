@@ -13,7 +13,7 @@ import random
 from specdec_course.core.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.checks.adaptive import check_adaptive_rounds
-from specdec_kit.timing import ForwardCosts
+from specdec_kit.core.timing import ForwardCosts
 
 PROMPTS = ("Customer: Do you have this jacket in a larger size?\nClerk:",
            "one, two, three, four, five, six, seven, eight,",

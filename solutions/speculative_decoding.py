@@ -90,7 +90,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 
 from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to, zoo
 from specdec_kit.bench import benchmark_decoder
-from specdec_kit.loading import (
+from specdec_kit.models.loading import (
     check_same_vocab,
     default_dtype,
     default_pair,
@@ -99,10 +99,10 @@ from specdec_kit.loading import (
     resolve_device,
     resolve_pair,
 )
-from specdec_kit.readiness import checked_decoder
+from specdec_kit.bench.readiness import checked_decoder
 from specdec_kit.rounds import record_rounds
-from specdec_kit.sampling import check_sampling_settings, warp
-from specdec_kit.timing import ForwardCosts, measure_forward_costs
+from specdec_kit.core.sampling import check_sampling_settings, warp
+from specdec_kit.core.timing import ForwardCosts, measure_forward_costs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
@@ -137,7 +137,7 @@ class SpeculativeDecoder:
         self.device = resolve_device(device)
         self.dtype = dtype or default_dtype(self.device)  # fp16 on CUDA, fp32 on the CPU
         # Set self.target_model, self.target_tokenizer, self.draft_model, self.draft_tokenizer through the two
-        # initialisers, then refuse a pair whose vocabularies differ (specdec_kit.loading.check_same_vocab).
+        # initialisers, then refuse a pair whose vocabularies differ (specdec_kit.models.loading.check_same_vocab).
         ### BEGIN SOLUTION
         self.target_model, self.target_tokenizer = self.initialize_target_model(target_model_name)
         self.draft_model, self.draft_tokenizer = self.initialize_draft_model(draft_model_name)
@@ -576,9 +576,10 @@ print(decoder.benchmark("The future of Artificial Intelligence is", max_tokens=2
 # %% tags=["demo"]
 import pandas as pd
 
-from specdec_kit import bench, runners, sweeps
-from specdec_kit.plot import plot_acceptance_by_position, plot_bench
-from specdec_kit.prompts import load_prompts
+from specdec_kit import bench
+from specdec_kit.bench import runners, sweeps
+from specdec_kit.bench.plot import plot_acceptance_by_position, plot_bench
+from specdec_kit.core.prompts import load_prompts
 
 classes = {"SpeculativeDecoder": SpeculativeDecoder, "CachedSpeculativeDecoder": CachedSpeculativeDecoder}
 COLUMNS = ["method", "k", "speedup", "speedup_q1", "speedup_q3", "acceptance_rate", "alpha", "c", "tokens_per_round",

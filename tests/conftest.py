@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_kit import settings
+from specdec_kit.core import settings
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTION = REPO / "solutions" / "speculative_decoding.ipynb"
@@ -100,7 +100,7 @@ def screenshot(page: Path, width: int = 1200, height: int = 3000):
 
 @pytest.fixture(scope="session")
 def solution_classes():
-    from specdec_kit.adapters import load_decoder_classes
+    from specdec_kit.protocol.adapters import load_decoder_classes
 
     return load_decoder_classes(SOLUTION)
 
@@ -132,7 +132,7 @@ def scripted_decoder(request, solution_classes, scripted_dirs):
 
 def target_greedy(decoder, prompt: str, max_new_tokens: int) -> list[int]:
     """The target's own `generate(do_sample=False)`: the reference every decoder must equal."""
-    from specdec_kit import baseline
+    from specdec_kit.models import baseline
 
     ids = decoder.target_tokenizer(prompt, return_tensors="pt").input_ids.to(decoder.target_model.device)
     return baseline.target_greedy(decoder.target_model, ids, max_new_tokens)

@@ -503,7 +503,7 @@ VACUOUS = f"""class Vacuous:
 LEAK_INPUTS = f"""class LeakInputs:
     {marker("leak_inputs")}
     from specdec_kit import checks as _checks
-    from specdec_kit.prompts import load_prompts as _load
+    from specdec_kit.core.prompts import load_prompts as _load
     _known = set(_checks.PROMPTS) | {{p.text for p in _load()}}
     _seen = []
 
@@ -546,7 +546,7 @@ FORGE_LOAD = f"""class ForgedLoad:
 INDEX_LEAK = f"""class IndexLeak:
     {marker("index_leak")}
     from specdec_kit import checks as _checks, probes as _probes
-    from specdec_kit.prompts import load_prompts as _load
+    from specdec_kit.core.prompts import load_prompts as _load
     _known = set(_checks.PROMPTS) | {{p.text for p in _load()}}
 
     def _packing(run, known=_known):
@@ -580,8 +580,9 @@ def timed_table() -> nbformat.NotebookNode:
     when the course's seed drew them: the same numbers every run, and a page had shown them."""
     import random
 
-    from specdec_kit import baseline, checks
-    from specdec_kit.prompts import load_prompts
+    from specdec_kit import checks
+    from specdec_kit.core.prompts import load_prompts
+    from specdec_kit.models import baseline
 
     texts = [f"{p.text} {random.Random(f'51966:{p.id}:{r}').randrange(10 ** 6):06d}"
              for p in load_prompts()[:checks.SPEEDUP_PROMPTS] for r in range(checks.SPEEDUP_REPEATS)]
@@ -632,7 +633,8 @@ def raised_points() -> nbformat.NotebookNode:
 
 def hard_coded() -> nbformat.NotebookNode:
     """Tokens written in for the visible prompts (computed here, as a student could from the public kit)."""
-    from specdec_kit import baseline, checks
+    from specdec_kit import checks
+    from specdec_kit.models import baseline
 
     table = {prompt: list(baseline.zoo_greedy("tiny", prompt, 30)) for prompt in checks.PROMPTS}
     code = (f"        TABLE = {json.dumps(table)}\n"

@@ -102,9 +102,9 @@ def mutants(source: str, notebook_code: str) -> list[Mutant]:
 def judge(mutant: Mutant) -> tuple[Mutant, str]:
     """(the mutant, "" if it kept every point else the first test it lost and why)."""
     from specdec_course.core.plan import load_plan
-    from specdec_kit.adapters import load_decoder_classes
     from specdec_kit.checks.core import CheckTimeout
-    from specdec_kit.no_progress import NoProgress
+    from specdec_kit.core.no_progress import NoProgress
+    from specdec_kit.protocol.adapters import load_decoder_classes
 
     plan = load_plan(Path(__file__).parents[1] / "autograder")
     tests = sorted(plan.tests, key=lambda t: plan.tests[t][0] != mutant.owner)  # its own class's tests first

@@ -131,7 +131,7 @@ def test_nothing_a_submission_started_outlives_it_or_reached_the_grader(graded):
     source, the offline models, the course's config, gradebook and grades) holds none of it."""
     import specdec_kit
     from specdec_course.sandbox import processes, uids
-    from specdec_kit import settings
+    from specdec_kit.core import settings
 
     _, out, _ = graded
     alive = [pid for uid in uids.uid_range() for pid in processes.pids_of_uid(uid)]
@@ -194,7 +194,7 @@ def test_no_hidden_input_reaches_a_page_or_a_row(graded, student):
     import importlib.util
     import re
 
-    from specdec_kit.prompts import load_prompts
+    from specdec_kit.core.prompts import load_prompts
 
     _, out, autograder = graded
     spec = importlib.util.spec_from_file_location("hidden_of_the_corpora", autograder / "hidden.py")

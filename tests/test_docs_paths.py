@@ -93,18 +93,20 @@ def test_every_named_file_and_module_exists(page):
 def test_the_finder_sees_planted_stale_names(tmp_path):
     page = tmp_path / "docs" / "page.md"
     page.parent.mkdir()
-    page.write_text("Real: `src/specdec_kit/zoo.py`, `tests/test_layers.py`, `.ci/run`, `tests/kit/test_*.py`, "
+    page.write_text("Real: `src/specdec_kit/zoo/__init__.py`, `tests/test_layers.py`, `.ci/run`, "
+                    "`tests/kit/test_*.py`, "
                     "`specdec_course/sandbox/box.py`, `specdec_course.core.pins`, "
-                    "`specdec_kit.no_progress.CAUSE_WORDS`, `specdec_kit.cache_kwargs`, "
+                    "`specdec_kit.core.no_progress.CAUSE_WORDS`, `specdec_kit.cache_kwargs`, "
                     "[link](../README.md#quick-start), https://x.org/src/none.py, "
                     "at the end of tests/conftest.py.\n"
                     "Stale: `src/specdec_course/pins.py`, `.ci/gone`, `tests/kit/test_none_*.py`, "
-                    "`specdec_course/none.py`, `specdec_course.pins`, `specdec_kit.timing.NOT_THERE`, "
+                    "`specdec_course/none.py`, `specdec_course.pins`, `specdec_kit.core.timing.NOT_THERE`, "
                     "`specdec_kit.zoo.PairSpec.not_a_field`, [gone](gone.md).\n")
     for real in ("README.md", "src", "tests", ".ci"):
         (tmp_path / real).symlink_to(REPO / real)
     assert stale_names(page, tmp_path) == sorted([
         "src/specdec_course/pins.py", ".ci/gone", "tests/kit/test_none_*.py", "specdec_course/none.py",
-        "specdec_course.pins", "specdec_kit.timing.NOT_THERE", "specdec_kit.zoo.PairSpec.not_a_field", "gone.md"]), (
+        "specdec_course.pins", "specdec_kit.core.timing.NOT_THERE", "specdec_kit.zoo.PairSpec.not_a_field",
+        "gone.md"]), (
         "the finder should name exactly the planted stale names"
     )

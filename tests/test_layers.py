@@ -1,9 +1,9 @@
-"""Imports point down, across both packages: the student package's runtime primitives, then what runs and judges
-decoders, then its command; the instructor package above it all, one sub-package per job, each a layer, and within
-each its modules in levels of their own; its command on top. The student package never imports the instructor
-package. Every import is read with `ast` (inside functions too, and `importlib.import_module` strings); the checker
-proves itself on planted upward edges. Nothing a notebook imports pulls in the instructor package.
-docs/architecture.md draws the same layers.
+"""Imports point down, across both packages: each package in sub-packages by job ("rooms"), each room a layer and
+its modules in levels of their own; the student package's rooms lowest, then its `__init__` and its command, then
+the instructor package's rooms and its command on top. The student package never imports the instructor package.
+Every import is read with `ast` (inside functions too, and `importlib.import_module` strings); the checker proves
+itself on planted upward edges. Nothing a notebook imports pulls in the instructor package, and a notebook written
+before the rooms still imports. docs/architecture.md draws the same layers.
 
 Example run: python -m pytest tests/test_layers.py -q
 """
@@ -20,15 +20,21 @@ from conftest import REPO
 
 SRC = REPO / "src"
 KIT, COURSE = "specdec_kit", "specdec_course"
-# The student package's layers: a module (or subpackage, `checks`) imports from its own layer and those below.
+# Each package's sub-packages ("rooms"), lowest first, each with its modules in levels, lowest first: a module imports
+# from its own level and those below, in its sub-package and in the sub-packages below. The student package's rooms
+# first, then its own `__init__` and command; the instructor package's above all of it, then its command.
 KIT_LAYERS = [
-    ["__init__", "settings", "result", "cache", "prompts", "tokenizer", "zoo_models", "zoo_tables", "zoo", "loading",
-     "no_progress", "timing", "baseline", "theory", "sampling", "figures", "remote", "tracebacks", "machine"],
-    ["probes", "runners", "readiness", "bench", "sweeps", "plot", "demo", "checks", "adapters", "replay", "rounds"],
-    ["cli"],
+    ("core", [["__init__", "settings", "result", "cache", "sampling", "prompts", "theory", "tracebacks"],
+              ["no_progress"], ["timing"]]),
+    ("zoo", [["tokenizer"], ["models"], ["tables"], ["__init__"]]),
+    ("models", [["__init__", "loading"], ["baseline"]]),
+    ("protocol", [["__init__", "adapters", "remote"], ["probes", "replay"]]),
+    ("rounds", [["view"], ["record", "expected"], ["__init__"]]),
+    ("bench", [["machine", "figures"], ["plot", "runners"], ["readiness", "demo"], ["benchmark"],
+               ["sweeps", "__init__"]]),
+    ("checks", [["failure", "answers"], ["outcomes"], ["core"], ["steps"], ["decoding"], ["caching"],
+                ["adaptive", "lookup", "sampling", "speed", "cells"], ["__init__"]]),
 ]
-# The instructor package's sub-packages, lowest first, each with its modules in levels, lowest first: a module
-# imports from its own level and those below, in its sub-package and in the sub-packages below.
 COURSE_LAYERS = [
     ("core", [["__init__", "pins", "nbgrader_course", "oracle", "regular_files", "waits"], ["config"], ["plan"]]),
     ("authoring", [["__init__", "notebooks", "answers", "points"], ["release"]]),
@@ -43,32 +49,56 @@ COURSE_LAYERS = [
     ("platforms", [["__init__", "similarity", "lms", "gradescope"], ["report"]]),
     ("selftest", [["__init__", "catalogue"], ["selftest", "student_run", "losses", "load", "record"]]),
 ]
-LAYERS: dict[str, tuple[int, int]] = {  # a unit of the table -> (its layer, its level in the layer)
-    **{f"{KIT}.{name}": (layer, 0) for layer, names in enumerate(KIT_LAYERS) for name in names},
-    f"{COURSE}.__init__": (len(KIT_LAYERS), 0),
-    **{f"{COURSE}.{sub}.{name}": (len(KIT_LAYERS) + 1 + i, level)
-       for i, (sub, levels) in enumerate(COURSE_LAYERS) for level, names in enumerate(levels) for name in names},
-    f"{COURSE}.cli": (len(KIT_LAYERS) + 1 + len(COURSE_LAYERS), 0),
-    f"{COURSE}.commands": (len(KIT_LAYERS) + 1 + len(COURSE_LAYERS), 0),
-}
-SUBPACKAGES = {sub for sub, _ in COURSE_LAYERS}
+ROOMS = {KIT: KIT_LAYERS, COURSE: COURSE_LAYERS}
+# The table's units, lowest first, each a layer: a package's rooms, then its own modules (room ""), then its command.
+UNITS = [*((KIT, room) for room in KIT_LAYERS), (KIT, ("", [["moved"], ["__init__"]])), (KIT, "cli"),
+         (COURSE, "__init__"), *((COURSE, room) for room in COURSE_LAYERS), (COURSE, "cli")]
+SUBPACKAGES = {package: {sub for sub, _ in rooms} for package, rooms in ROOMS.items()}  # the rooms by package
+
+
+def _layers() -> dict[str, tuple[int, int]]:
+    """Each unit of the table ("specdec_kit.core.timing", "specdec_course.cli") -> (its layer, its level in it)."""
+    layers = {}
+    for layer, (package, unit) in enumerate(UNITS):
+        if isinstance(unit, str):
+            layers[f"{package}.{unit}"] = (layer, 0)
+        else:
+            sub, levels = unit
+            layers |= {".".join(filter(None, (package, sub, name))): (layer, level)
+                       for level, names in enumerate(levels) for name in names}
+    layers[f"{COURSE}.commands"] = layers[f"{COURSE}.cli"]
+    return layers
+
+
+LAYERS = _layers()
 LAYER = LAYERS
 # Upward imports kept on purpose, as (importer, imported): none today.
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
-# What the notebooks import (the solution's and the release's cells): none of it may pull in the instructor package.
-NOTEBOOK_MODULES = ["specdec_kit", "specdec_kit.bench", "specdec_kit.readiness", "specdec_kit.runners",
-                    "specdec_kit.sweeps", "specdec_kit.loading", "specdec_kit.checks", "specdec_kit.plot",
-                    "specdec_kit.prompts", "specdec_kit.sampling"]
+NOTEBOOKS = [REPO / "solutions" / "speculative_decoding.ipynb", REPO / "assignment" / "speculative_decoding.ipynb"]
+
+
+def notebook_imports() -> list[ast.ImportFrom]:
+    """Every `from specdec_kit... import ...` of the notebooks' code cells (the solution's and the release's)."""
+    import nbformat
+
+    found = []
+    for notebook in NOTEBOOKS:
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            if cell.cell_type == "code":
+                code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                found += [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.ImportFrom)
+                          and (node.module or "").startswith(KIT)]
+    return found
 
 
 def top(module: str) -> str:
-    """The layer table's unit for a module: the student package's modules and subpackages ("specdec_kit.checks"),
-    the instructor package's modules in its sub-packages ("specdec_course.grading.verdict"), its commands/."""
+    """The layer table's unit for a module: a module in a room ("specdec_kit.core.timing",
+    "specdec_course.grading.verdict"), a package's own module ("specdec_kit.cli"), the instructor's commands/."""
     parts = module.split(".")
     if len(parts) == 1:
         return f"{parts[0]}.__init__"
-    if parts[0] == COURSE and parts[1] in SUBPACKAGES:
-        return ".".join(parts[:3]) if len(parts) > 2 else f"{COURSE}.{parts[1]}.__init__"
+    if parts[1] in SUBPACKAGES.get(parts[0], ()):
+        return ".".join(parts[:3]) if len(parts) > 2 else f"{parts[0]}.{parts[1]}.__init__"
     return ".".join(parts[:2])
 
 
@@ -92,8 +122,9 @@ def imports(path: Path, src: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = here[:len(here) - node.level + 1] if node.level else []
             target = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            found.add(target)
-            found |= {f"{target}.{alias.name}" for alias in node.names}  # `from . import zoo` imports zoo
+            if node.module:  # `from .. import zoo` imports the module zoo, not the names of the package above
+                found.add(target)
+            found |= {f"{target}.{alias.name}" for alias in node.names}
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             found.add(node.args[0].value)
@@ -127,7 +158,8 @@ def test_checker_sees_a_planted_upward_edge(tmp_path, planted):
     result = copy / KIT / "checks" / "core.py"
     result.write_text(result.read_text() + f"\n\ndef _planted():\n    import importlib\n{planted}")
     problems = upward_edges(copy)
-    assert any(p.startswith("specdec_kit.checks -> ") for p in problems), f"the planted import was not seen: {problems}"
+    assert any(p.startswith("specdec_kit.checks.core -> ") for p in problems), \
+        f"the planted import was not seen: {problems}"
 
 
 def test_every_module_is_in_a_layer():
@@ -136,32 +168,64 @@ def test_every_module_is_in_a_layer():
                                 f"{set(LAYER) - names}"
 
 
+# What the notebooks imported before the kit had rooms: a notebook released then still runs on today's kit.
+RELEASED_BEFORE_ROOMS = """
+from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to, zoo
+from specdec_kit.bench import benchmark_decoder
+from specdec_kit.loading import check_same_vocab, default_dtype, default_pair, dtype_kwargs, model_source
+from specdec_kit.loading import resolve_device, resolve_pair
+from specdec_kit.readiness import checked_decoder
+from specdec_kit.rounds import record_rounds
+from specdec_kit.sampling import check_sampling_settings, warp
+from specdec_kit.timing import ForwardCosts, measure_forward_costs
+from specdec_kit import checks
+from specdec_kit import bench, runners, sweeps
+from specdec_kit.plot import plot_acceptance_by_position, plot_bench
+from specdec_kit.prompts import load_prompts
+"""
+
+
 @pytest.mark.slow
 def test_what_a_notebook_imports_never_imports_the_instructor_pipeline():
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in NOTEBOOK_MODULES)
+    code = ("import sys\n" + "\n".join(ast.unparse(node) for node in notebook_imports()) + RELEASED_BEFORE_ROOMS
             + "print(sorted(m for m in sys.modules if m.startswith(('specdec_course', 'nbgrader'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"importing what a notebook imports loaded: {out}"
 
 
-def test_every_name_a_notebook_imports_is_still_importable():
-    """Old notebooks keep working: each `from specdec_kit... import name` of the solution and the release."""
+def test_every_name_a_notebook_imports_is_importable():
+    """Each `from specdec_kit... import name` of the solution and the release."""
+    for node in notebook_imports():
+        exec(ast.unparse(node), {})  # raises ImportError naming what is gone
+
+
+def test_a_notebook_released_before_the_rooms_still_imports():
+    """Each of its import lines gives the objects of the module the old name moved to, the same ones."""
     import importlib
 
-    import nbformat
+    from specdec_kit.moved import MOVED
 
-    for notebook in (REPO / "solutions" / "speculative_decoding.ipynb", REPO / "assignment" /
-                     "speculative_decoding.ipynb"):
-        for cell in nbformat.read(notebook, as_version=4).cells:
-            if cell.cell_type != "code":
-                continue
-            for node in ast.walk(ast.parse("\n".join(line for line in cell.source.splitlines()
-                                                     if not line.lstrip().startswith(("%", "!"))))):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specdec_kit"):
-                    module = importlib.import_module(node.module)
-                    for alias in node.names:
-                        assert hasattr(module, alias.name) or importlib.util.find_spec(
-                            f"{node.module}.{alias.name}"), f"{notebook.name}: {node.module}.{alias.name} is gone"
+    for node in ast.parse(RELEASED_BEFORE_ROOMS).body:
+        names: dict = {}
+        exec(ast.unparse(node), names)
+        old = node.module.removeprefix(KIT).lstrip(".")
+        for alias in node.names:
+            if old in MOVED:
+                now = importlib.import_module(f"{KIT}.{MOVED[old]}")
+                assert names[alias.name] is getattr(now, alias.name), f"{node.module}.{alias.name} is another object"
+            elif alias.name in MOVED:
+                assert names[alias.name] is importlib.import_module(f"{KIT}.{MOVED[alias.name]}")
+
+
+def test_old_names_cover_every_module_that_moved():
+    """Each module that had a name of its own at the top of the package before the rooms resolves by it."""
+    import importlib
+
+    from specdec_kit.moved import MOVED
+
+    for old, now in MOVED.items():
+        assert importlib.import_module(f"{KIT}.{old}") is importlib.import_module(f"{KIT}.{now}")
+        assert (SRC / KIT / (now.replace(".", "/") + ".py")).is_file(), f"{old} -> {now}: no such module"
 
 
 def drawn_layers() -> dict[int, str]:

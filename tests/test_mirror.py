@@ -1,5 +1,6 @@
-"""The tests mirror src/: a module's tests are in the test file of its name (`grading/leaks.py`:
-`tests/course/grading/test_leaks.py`), or it is listed in TESTED_ELSEWHERE with the test files that test it, each of
+"""The tests mirror src/: a module's tests are in the test file of its name in its room's folder
+(`specdec_course/grading/leaks.py`: `tests/course/grading/test_leaks.py`, `specdec_kit/core/timing.py`:
+`tests/kit/core/test_timing.py`), or it is listed in TESTED_ELSEWHERE with the test files that test it, each of
 which names it (its dotted path, its name as a word, its command's name, or a function or class it defines whose
 name is distinctive: eight characters or more). A new module without either fails here,
 as does a listed file that no longer names the module, or a listing for a module that has a test file of its own.
@@ -17,12 +18,20 @@ SRC, TESTS = REPO / "src", REPO / "tests"
 TESTED_ELSEWHERE = {
     "specdec_course/authoring/answers.py": ["course/authoring/test_release.py"],
     "specdec_course/authoring/notebooks.py": ["course/test_cli.py"],
+    "specdec_course/commands/adaptive.py": ["course/bench/test_adaptive.py"],
     "specdec_course/commands/autograde.py": ["course/grading/test_batch.py", "course/test_cli.py", "test_corpora.py"],
     "specdec_course/commands/autograde_one.py": ["course/platforms/test_gradescope.py"],
+    "specdec_course/commands/bench.py": ["test_commands.py", "course/bench/test_hf_methods.py"],
     "specdec_course/commands/build_notebook.py": ["course/test_cli.py"],
+    "specdec_course/commands/catalogue.py": ["course/selftest/test_catalogue.py", "test_commands.py"],
     "specdec_course/commands/export.py": ["test_commands.py", "course/test_cli.py", "test_corpora.py"],
+    "specdec_course/commands/feedback.py": ["course/grading/test_feedback.py"],
+    "specdec_course/commands/gradescope.py": ["course/platforms/test_gradescope.py"],
     "specdec_course/commands/merge.py": ["course/platforms/test_gradescope.py"],
     "specdec_course/commands/options.py": ["course/test_cli.py"],
+    "specdec_course/commands/release.py": ["course/authoring/test_release.py"],
+    "specdec_course/commands/report.py": ["course/platforms/test_report.py"],
+    "specdec_course/commands/selftest.py": ["course/selftest/test_selftest.py"],
     "specdec_course/commands/time_notebook.py": ["course/authoring/test_release.py"],
     "specdec_course/core/pins.py": ["kit/test_environment.py", "course/authoring/test_student_distribution.py"],
     "specdec_course/core/regular_files.py": ["course/grading/test_batch.py"],
@@ -43,32 +52,37 @@ TESTED_ELSEWHERE = {
     "specdec_course/sandbox/uids.py": ["course/sandbox/test_box.py"],
     "specdec_course/selftest/losses.py": ["course/selftest/test_catalogue.py", "course/selftest/test_record.py"],
     "specdec_course/selftest/student_run.py": ["course/selftest/test_student_path.py"],
-    "specdec_kit/adapters.py": ["kit/test_seam.py", "kit/test_cells.py"],
-    "specdec_kit/baseline.py": ["kit/test_rounds.py", "kit/test_sampling.py"],
+    "specdec_kit/bench/benchmark.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/demo.py": ["kit/test_cli.py", "kit/bench/test_bench.py"],
+    "specdec_kit/bench/figures.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/machine.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/plot.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/readiness.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/runners.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/bench/sweeps.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/checks/adaptive.py": ["course/bench/test_adaptive.py"],
     "specdec_kit/checks/answers.py": ["course/authoring/test_release.py"],
-    "specdec_kit/checks/caching.py": ["kit/test_checks.py"],
-    "specdec_kit/checks/core.py": ["kit/test_checks.py"],
-    "specdec_kit/checks/decoding.py": ["kit/test_checks.py", "course/core/test_oracle.py"],
-    "specdec_kit/checks/failure.py": ["kit/test_outcomes.py"],
-    "specdec_kit/checks/speed.py": ["kit/test_checks.py"],
-    "specdec_kit/checks/steps.py": ["kit/test_checks.py"],
-    "specdec_kit/demo.py": ["kit/test_cli.py", "kit/test_bench.py"],
-    "specdec_kit/figures.py": ["kit/test_bench.py"],
-    "specdec_kit/machine.py": ["kit/test_bench.py"],
-    "specdec_kit/no_progress.py": ["kit/test_errors.py", "kit/test_rounds.py"],
-    "specdec_kit/plot.py": ["kit/test_bench.py"],
-    "specdec_kit/probes.py": ["kit/test_outcomes.py", "kit/test_checks.py"],
-    "specdec_kit/readiness.py": ["kit/test_bench.py"],
-    "specdec_kit/remote.py": ["course/sandbox/test_models.py"],
-    "specdec_kit/result.py": ["kit/test_bench.py"],
-    "specdec_kit/runners.py": ["kit/test_bench.py"],
-    "specdec_kit/settings.py": ["course/sandbox/test_child.py", "course/grading/test_verdict.py"],
-    "specdec_kit/sweeps.py": ["kit/test_bench.py"],
-    "specdec_kit/theory.py": ["kit/test_bench.py"],
-    "specdec_kit/timing.py": ["kit/test_forwards.py", "kit/test_checks.py"],
-    "specdec_kit/tokenizer.py": ["kit/test_loading.py", "kit/test_gguf.py"],
-    "specdec_kit/zoo_models.py": ["kit/test_zoo.py"],
-    "specdec_kit/zoo_tables.py": ["kit/test_zoo.py"],
+    "specdec_kit/checks/caching.py": ["kit/checks/test_checks.py"],
+    "specdec_kit/checks/core.py": ["kit/checks/test_checks.py"],
+    "specdec_kit/checks/decoding.py": ["kit/checks/test_checks.py", "course/core/test_oracle.py"],
+    "specdec_kit/checks/failure.py": ["kit/checks/test_outcomes.py"],
+    "specdec_kit/checks/speed.py": ["kit/checks/test_checks.py"],
+    "specdec_kit/checks/steps.py": ["kit/checks/test_checks.py"],
+    "specdec_kit/core/no_progress.py": ["kit/test_errors.py", "kit/rounds/test_rounds.py"],
+    "specdec_kit/core/result.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/core/sampling.py": ["kit/checks/test_sampling.py"],
+    "specdec_kit/core/settings.py": ["course/sandbox/test_child.py", "course/grading/test_verdict.py"],
+    "specdec_kit/core/theory.py": ["kit/bench/test_bench.py"],
+    "specdec_kit/models/baseline.py": ["kit/rounds/test_rounds.py", "kit/checks/test_sampling.py"],
+    "specdec_kit/moved.py": ["test_layers.py"],
+    "specdec_kit/protocol/probes.py": ["kit/checks/test_outcomes.py", "kit/checks/test_checks.py"],
+    "specdec_kit/protocol/remote.py": ["course/sandbox/test_models.py"],
+    "specdec_kit/rounds/expected.py": ["kit/rounds/test_rounds.py"],
+    "specdec_kit/rounds/record.py": ["kit/rounds/test_rounds.py"],
+    "specdec_kit/rounds/view.py": ["kit/rounds/test_rounds.py"],
+    "specdec_kit/zoo/models.py": ["kit/zoo/test_zoo.py"],
+    "specdec_kit/zoo/tables.py": ["kit/zoo/test_zoo.py"],
+    "specdec_kit/zoo/tokenizer.py": ["kit/models/test_loading.py", "kit/models/test_gguf.py"],
 }
 
 
@@ -76,8 +90,13 @@ def modules() -> list[str]:
     return sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if p.name != "__init__.py")
 
 
+MIRROR = {"specdec_kit": "kit", "specdec_course": "course"}  # a package's folder under tests/
+
+
 def own_test_file(module: str) -> bool:
-    return any(TESTS.rglob(f"test_{module.rsplit('/', 1)[-1]}"))
+    """Whether `module` has the test file of its place: `specdec_kit/core/timing.py`: `kit/core/test_timing.py`."""
+    package, *rest = module.split("/")
+    return (TESTS / MIRROR[package] / "/".join(rest[:-1]) / f"test_{rest[-1]}").is_file()
 
 
 def defined_names(module: str) -> list[str]:

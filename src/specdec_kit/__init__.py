@@ -6,8 +6,11 @@ benchmark and its plots, and the notebook seam. It implements nothing students w
 hidden checks and the grader are the instructor package's (`specdec_course`), which students never receive.
 """
 
-from .cache import cache_kwargs, cache_of, common_prefix_length, crop_to
-from .result import DecodeResult
+from . import moved
+from .core.cache import cache_kwargs, cache_of, common_prefix_length, crop_to
+from .core.result import DecodeResult
+
+moved.install()  # notebooks released before the kit had rooms import its modules by their old names
 
 __all__ = ["DecodeResult", "cache_kwargs", "cache_of", "common_prefix_length", "crop_to"]
 __version__ = "0.1.0"

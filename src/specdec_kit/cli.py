@@ -45,9 +45,9 @@ class Run:
 def load_run(args: argparse.Namespace, class_names: tuple[str, ...]) -> Run:
     import torch
 
-    from .adapters import load_decoder_classes
-    from .loading import default_pair, resolve_device, resolve_pair
-    from .prompts import load_prompts
+    from .core.prompts import load_prompts
+    from .models.loading import default_pair, resolve_device, resolve_pair
+    from .protocol.adapters import load_decoder_classes
 
     device = resolve_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.threads:
@@ -77,8 +77,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import pandas as pd
     import torch
 
-    from . import figures, zoo
-    from .demo import run_demo
+    from . import zoo
+    from .bench import figures
+    from .bench.demo import run_demo
 
     check_k([args.k])
     run = load_run(args, ("SpeculativeDecoder", "CachedSpeculativeDecoder"))
@@ -110,7 +111,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_sweep(args: argparse.Namespace, run: Run) -> str:
     """A small k sweep on the first prompts, every method, one repeat: the plot for this machine; a line on it."""
-    from . import bench
+    from .bench import benchmark as bench
 
     k_values = [int(k) for k in args.sweep.split(",")]
     check_k(k_values)
@@ -130,7 +131,7 @@ ROUND_DECODERS = {"greedy": "SpeculativeDecoder", "cached": "CachedSpeculativeDe
 def cmd_rounds(args: argparse.Namespace) -> int:
     import torch
 
-    from .rounds import record_rounds
+    from .rounds.record import record_rounds
 
     check_k([args.k])
     name = ROUND_DECODERS[args.decoder]
@@ -149,8 +150,9 @@ def cmd_rounds(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from . import bench, figures
-    from .runners import DECODER_METHODS, LOOKUP_METHODS, SAMPLING_METHODS
+    from .bench import benchmark as bench
+    from .bench import figures
+    from .bench.runners import DECODER_METHODS, LOOKUP_METHODS, SAMPLING_METHODS
 
     k_values = [int(k) for k in args.k.split(",")]
     check_k(k_values)
@@ -264,7 +266,7 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-def add_bench_command(commands, runners: str = "specdec_kit.runners",
+def add_bench_command(commands, runners: str = "specdec_kit.bench.runners",
                       example: str = "specdec-kit bench --pair synthetic-small --k 1,2,4 --repeats 2 --limit 4"
                       ) -> argparse.ArgumentParser:
     """`bench`, timing the methods of the module `runners`' RUNNERS (imported when the command runs)."""

@@ -6,7 +6,7 @@ import pytest
 
 from specdec_kit import cli
 from specdec_kit.cli import main
-from specdec_kit.prompts import load_prompts
+from specdec_kit.core.prompts import load_prompts
 
 from conftest import REPO
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from specdec_kit.no_progress import (
+from specdec_kit.core.no_progress import (
     CAUSE_WORDS,
     DROPPED,
     LATE,

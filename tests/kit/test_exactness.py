@@ -2,7 +2,7 @@
 
 import pytest
 
-from specdec_kit.prompts import load_prompts
+from specdec_kit.core.prompts import load_prompts
 
 from conftest import target_greedy
 

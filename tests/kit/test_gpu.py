@@ -8,9 +8,9 @@ import torch
 
 from specdec_course.core.plan import SPEED_TEST, load_plan
 from specdec_course.grading import verdict
-from specdec_kit.baseline import first_mismatch
 from specdec_kit.checks import NEAR_TIE
-from specdec_kit.prompts import load_prompts
+from specdec_kit.core.prompts import load_prompts
+from specdec_kit.models.baseline import first_mismatch
 
 from conftest import REPO, target_greedy
 from corpora import solved

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks import LocalRunner
 from specdec_kit.checks.answers import FORMAT_VERSION, RecordedAnswers, from_record, key, to_record
 from specdec_kit.checks.decoding import EXACT_QUESTIONS
+from specdec_kit.protocol.adapters import load_decoder_classes
 
 from ..core.oracle import ORACLE, Oracle
 from ..core.plan import load_plan

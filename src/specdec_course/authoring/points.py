@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdec_kit.adapters import is_graded_cell
+from specdec_kit.protocol.adapters import is_graded_cell
 
 BEGIN, END = "<!-- points -->", "<!-- /points -->"
 EXTRA_CREDIT_KEY = "specdec"  # a bonus test cell's metadata: {"extra_credit": points}

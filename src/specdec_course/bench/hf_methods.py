@@ -9,9 +9,9 @@ ask for, so this lives with the course, not in the student package.
 
 from __future__ import annotations
 
-from specdec_kit import runners
-from specdec_kit.runners import Decoded, Setup
-from specdec_kit.timing import ForwardRecorder
+from specdec_kit.bench import runners
+from specdec_kit.bench.runners import Decoded, Setup
+from specdec_kit.core.timing import ForwardRecorder
 
 
 class HFKMismatchError(RuntimeError):

@@ -21,7 +21,8 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdec_kit import bench, figures
+    from specdec_kit.bench import benchmark as bench
+    from specdec_kit.bench import figures
 
     from ..bench import adaptive, hf_methods
 

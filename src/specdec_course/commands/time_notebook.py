@@ -49,7 +49,7 @@ def record_time(path: Path, which: str, cache: str, seconds: float, command: str
     import datetime
     import json
 
-    from specdec_kit.figures import machine
+    from specdec_kit.bench.figures import machine
 
     data = json.loads(path.read_text()) if path.is_file() else {}
     data.setdefault(which, {})[cache] = {"seconds": round(seconds), "measured": datetime.date.today().isoformat(),

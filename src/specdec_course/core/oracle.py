@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 
 from specdec_kit import zoo
-from specdec_kit.baseline import first_difference, zoo_greedy, zoo_model
+from specdec_kit.bench.runners import LOOKUP_NGRAM
 from specdec_kit.checks.answers import AdaptiveRounds, ExactRounds, LookupAnswer
-from specdec_kit.result import DecodeResult
-from specdec_kit.runners import LOOKUP_NGRAM
-from specdec_kit.timing import ForwardCosts
+from specdec_kit.core.result import DecodeResult
+from specdec_kit.core.timing import ForwardCosts
+from specdec_kit.models.baseline import first_difference, zoo_greedy, zoo_model
 
 
 def predict_rounds(last_token: int, k: int, max_tokens: int) -> DecodeResult:

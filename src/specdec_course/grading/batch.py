@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from specdec_kit import settings
-from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core import settings
+from specdec_kit.protocol.adapters import cells_to_consider
 
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK
 from ..core.regular_files import write_below

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 
-from specdec_kit import settings
+from specdec_kit.core import settings
 
 from ..sandbox.meter import Meter, pids_cpu, pids_delay, process_cpu
 

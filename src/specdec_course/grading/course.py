@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 
 from specdec_kit import zoo
-from specdec_kit.adapters import is_graded_cell
+from specdec_kit.protocol.adapters import is_graded_cell
 
 from ..authoring.points import extra_credit
 from ..authoring.release import render_release

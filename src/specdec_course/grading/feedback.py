@@ -47,7 +47,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.config.loader import PyFileConfigLoader
 
-from specdec_kit.adapters import is_test_cell
+from specdec_kit.protocol.adapters import is_test_cell
 
 from ..authoring.points import extra_credit
 from ..core.nbgrader_course import (

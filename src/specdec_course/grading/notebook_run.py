@@ -21,9 +21,9 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit import settings
-from specdec_kit.adapters import parse_python
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core import settings
+from specdec_kit.protocol.adapters import parse_python
 
 from ..core.nbgrader_course import ASSIGNMENT, nbgrader_env
 from ..core.regular_files import RefusedEntry, read_below

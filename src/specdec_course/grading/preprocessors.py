@@ -47,9 +47,9 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, List, Unicode, default
 
-from specdec_kit import settings
-from specdec_kit.adapters import DEMO_TAG, is_graded_cell, is_test_cell
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core import settings
+from specdec_kit.protocol.adapters import DEMO_TAG, is_graded_cell, is_test_cell
 
 from ..core.nbgrader_course import import_name, list_setting
 from ..sandbox.kernel import SandboxedKernelManager, sandbox_description

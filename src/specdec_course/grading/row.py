@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from specdec_kit.adapters import is_graded_cell
+from specdec_kit.protocol.adapters import is_graded_cell
 
 from . import feedback, scan, verdict
 from .course import BatchSetup

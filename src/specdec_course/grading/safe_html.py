@@ -5,7 +5,7 @@ type, on the feedback page they and the staff open and in formgrader, inside the
 nh3 (Rust's ammonia) keeps an allow-list of tags and attributes: no `<script>`, no event handler, no `<iframe>`,
 `<svg>`, `<form>`, `<base>`, `<link>` or `<meta>`, no style of the student's, no URL but a `#` anchor, an http(s)
 or mailto link and an image's own `data:image/...` (the plots). The round view's stylesheet is the kit's own
-(`specdec_kit.rounds.STYLE`): where it appears it is kept as it is, so the rounds keep their colours.
+(`specdec_kit.rounds.view.STYLE`): where it appears it is kept as it is, so the rounds keep their colours.
 
     clean_fragment(html)   # a piece of HTML: a markdown cell's, an output's
     clean_page(page)       # a whole page: its head's stylesheets and title, a Content-Security-Policy that lets
@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 
 import nh3
 
-from specdec_kit.rounds import STYLE as ROUNDS_STYLE
+from specdec_kit.rounds.view import STYLE as ROUNDS_STYLE
 
 TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div",
         "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd",

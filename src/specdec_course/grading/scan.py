@@ -34,7 +34,7 @@ from collections.abc import Iterable
 
 import nbformat
 
-from specdec_kit.adapters import blank_magics, is_test_cell, parse_python
+from specdec_kit.protocol.adapters import blank_magics, is_test_cell, parse_python
 
 from ..core.nbgrader_course import blank_hidden_tests
 

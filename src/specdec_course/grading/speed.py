@@ -20,7 +20,8 @@ import dataclasses
 import secrets
 import time
 
-from specdec_kit import bench, checks
+from specdec_kit import checks
+from specdec_kit.bench import benchmark as bench
 from specdec_kit.checks.outcomes import assemble
 
 from ..core.plan import SPEED_TEST, Plan
@@ -123,7 +124,7 @@ def _own_rounds(case, text: str, k: int, delegated: bool) -> None:
     show: no generate with HF's speculative decoding (`delegated`), and the forwards of a decoder that keeps its caches
     at k drafts a round (`checks.judge_cache_use`). Work done elsewhere (a copy of the models of its own) only adds to
     the run's cost."""
-    from specdec_kit.baseline import zoo_tokenizer
+    from specdec_kit.models.baseline import zoo_tokenizer
 
     checks.require(not delegated, "a run of the speed test handed its work to HF's speculative decoding (generate "
                                   "with an assistant model or prompt lookup), not to the decoder's own rounds: the "
@@ -141,7 +142,7 @@ def _same_as_greedy(case, greedy: list[int], prompt, base: dict, kit: Child, pla
     kit's child)."""
     import torch
 
-    from specdec_kit.baseline import Mismatch
+    from specdec_kit.models.baseline import Mismatch
 
     got = checks.decoded(case, f"prompt {prompt.id!r}").token_ids
     if got != greedy:

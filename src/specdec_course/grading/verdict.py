@@ -21,8 +21,8 @@ from pathlib import Path
 import nbformat
 
 from specdec_kit import checks
-from specdec_kit.adapters import cells_to_consider, not_run
-from specdec_kit.probes import ProbeError
+from specdec_kit.protocol.adapters import cells_to_consider, not_run
+from specdec_kit.protocol.probes import ProbeError
 
 from ..core.plan import SPEED_TEST, Plan, not_timed
 from ..sandbox.box import Limits, Sandbox

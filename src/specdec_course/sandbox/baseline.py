@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from specdec_kit import bench, runners
-from specdec_kit.baseline import first_mismatch
-from specdec_kit.loading import default_dtype, resolve_pair
-from specdec_kit.timing import Emit, Observer
+from specdec_kit.bench import benchmark as bench
+from specdec_kit.bench import runners
+from specdec_kit.core.timing import Emit, Observer
+from specdec_kit.models.baseline import first_mismatch
+from specdec_kit.models.loading import default_dtype, resolve_pair
 
 _setups: dict[tuple, object] = {}
 

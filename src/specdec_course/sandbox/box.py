@@ -219,7 +219,7 @@ class Sandbox:
 
     def environment(self, env: dict | None = None) -> dict:
         """What a process of the sandbox gets: `env`, or the grader's PATH and locale, with its home, offline."""
-        from specdec_kit import settings
+        from specdec_kit.core import settings
 
         base = {k: v for k, v in os.environ.items() if k in KEPT_ENV} if env is None else dict(env)
         base.update({"HOME": str(self.home), "TMPDIR": "/tmp", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -353,7 +353,7 @@ def limits_label(isolation: str, cgroup: str) -> str:
 def restrict_weights(folders: list[Path]) -> None:
     """Make the weights under `folders` readable by root and `uids.WEIGHTS_GID` only: a sandbox made with
     `weights=False` (the verdict's: its models run in the grading process) cannot compute with them."""
-    from specdec_kit.remote import WEIGHT_FILES
+    from specdec_kit.protocol.remote import WEIGHT_FILES
 
     for pattern in WEIGHT_FILES:
         for folder in folders:
@@ -372,7 +372,7 @@ def _readable_paths() -> list[Path]:
     """What a sandbox reads besides the system: the Python installation and environment, the student package,
     the prompts, the offline models, the sandbox's own entry scripts (`host_main.py`)."""
     import specdec_kit
-    from specdec_kit import prompts, settings
+    from specdec_kit.core import prompts, settings
 
     paths = [Path(sys.base_prefix), Path(sys.prefix), Path(specdec_kit.__file__).parent,
              prompts.default_prompts_path(), settings.cache_dir(), Path(__file__).with_name("host_main.py")]

@@ -24,7 +24,7 @@ import json
 import signal
 
 from specdec_kit.checks.outcomes import MAX_NAME, MAX_TEXT, METHODS, assemble, capped
-from specdec_kit.probes import ProbeError
+from specdec_kit.protocol.probes import ProbeError
 
 from .channel import Stalled, TooLong
 from .host import GraderFailed, Host

@@ -26,8 +26,8 @@ import threading
 import time
 from pathlib import Path
 
-from specdec_kit import settings
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core import settings
 
 from ..core.waits import OMP_WAIT
 from .box import Sandbox

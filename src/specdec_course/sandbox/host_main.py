@@ -19,7 +19,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-PRELOAD = ("torch", "transformers", "specdec_kit.probes", "specdec_kit.checks", "specdec_kit.replay")
+PRELOAD = ("torch", "transformers", "specdec_kit.protocol.probes", "specdec_kit.checks", "specdec_kit.protocol.replay")
 
 
 def main() -> None:
@@ -74,8 +74,8 @@ def _child(conn: Connection, start: dict) -> None:
 
     import resource
 
-    from specdec_kit.probes import run_probe, set_threads
-    from specdec_kit.replay import run_definitions
+    from specdec_kit.protocol.probes import run_probe, set_threads
+    from specdec_kit.protocol.replay import run_definitions
 
     os.setpgid(0, 0)
     if start["memory_mb"]:
@@ -83,7 +83,7 @@ def _child(conn: Connection, start: dict) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     set_threads(start["threads"])
     if start["served"]:  # before the submission's code: its decoders' models then run in the grading process
-        from specdec_kit import remote
+        from specdec_kit.protocol import remote
 
         remote.install(conn, {path: tuple(where) for path, where in start["served"].items()})
     module, problems = run_definitions([tuple(cell) for cell in start["cells"]])

@@ -16,7 +16,7 @@ import math
 import reprlib
 from functools import cache
 
-from specdec_kit.timing import DTYPES
+from specdec_kit.core.timing import DTYPES
 
 MAX_ROWS = 1  # the decoders work on batch size 1
 MAX_TOKENS = 2048  # positions fed in one request (the pairs' longest context)

@@ -1,5 +1,5 @@
 """The check pairs' models, run in the grading process for a grading child: the child's decoder holds stand-ins
-(`specdec_kit.remote`), whose weights it cannot read, and every forward it makes is run, and recorded, here.
+(`specdec_kit.protocol.remote`), whose weights it cannot read, and every forward it makes is run, and recorded, here.
 
     server = ModelServer(["scripted", "tiny"])
     child = Child(host, cells, threads, memory_mb, server)   # the child's from_pretrained of server.folders() serve
@@ -26,10 +26,10 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from specdec_kit import cache_kwargs, cache_of, zoo
-from specdec_kit.loading import load_model, resolve_pair
-from specdec_kit.no_progress import KeptTokens, forwards_verdict
-from specdec_kit.remote import ASSISTANT_SETTINGS
-from specdec_kit.timing import ROLES, ForwardRecorder
+from specdec_kit.core.no_progress import KeptTokens, forwards_verdict
+from specdec_kit.core.timing import ROLES, ForwardRecorder
+from specdec_kit.models.loading import load_model, resolve_pair
+from specdec_kit.protocol.remote import ASSISTANT_SETTINGS
 
 from .model_requests import MAX_NEW, Refused, check
 from .model_requests import MAX_TOKENS as MAX_TOKENS  # re-exported: callers read the server's bounds here
@@ -50,7 +50,7 @@ class NoProgress(Exception):
     """One call of the student's code sent the target the same text on the same cache more than REPEATS times in a
     row: a correct decode emits a token every round, so its input changes every round; a loop whose rounds emit
     nothing sends it until the check's limit. The check fails at once rather than at that limit, saying which cause
-    the call's forwards show (`specdec_kit.no_progress.KeptTokens`): the server sees no verifier's return."""
+    the call's forwards show (`specdec_kit.core.no_progress.KeptTokens`): the server sees no verifier's return."""
 
 
 DELEGATING = ("assistant_model", "prompt_lookup_num_tokens")  # generate's settings that make it speculative decoding

@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from specdec_kit import settings
+from specdec_kit.core import settings
 
 from ..grading import batch as grading_batch
 from ..grading import course as grading_course

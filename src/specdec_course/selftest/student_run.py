@@ -20,7 +20,7 @@ from unittest import mock
 
 import nbformat
 
-from specdec_kit import settings
+from specdec_kit.core import settings
 
 from .catalogue import Entry, make_submission
 

@@ -3,7 +3,7 @@
     from specdec_kit import checks
     checks.check_draft_tokens(SpeculativeDecoder)      # raises CheckFailed with what to fix
 
-Every check runs probes (`probes.py`): the student's class is built from offline zoo directories (so its own
+Every check runs probes (`protocol/probes.py`): the student's class is built from offline zoo directories (so its own
 `initialize_*` methods load the models), run on the CPU in fp32, and judged by what it returns and by the
 forward calls seen on its models, never by numbers it reports about itself: the single steps (`steps.py`), the
 decoding loop (`decoding.py`), the cached decoder (`caching.py`). What correct decoding does on the checks' own

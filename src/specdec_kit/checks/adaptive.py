@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from .. import zoo
-from ..baseline import prompt_for_token, zoo_tokenizer
-from ..timing import ForwardCosts
+from ..core.timing import ForwardCosts
+from ..models.baseline import prompt_for_token, zoo_tokenizer
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
 from .core import as_runner, decoded, require_seen_forwards

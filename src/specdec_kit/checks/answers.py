@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from functools import cache
 from pathlib import Path
 
-from ..result import DecodeResult
+from ..core.result import DecodeResult
 
 ANSWERS_FILE = Path(__file__).with_name("answers.json")
 FORMAT_VERSION = 1

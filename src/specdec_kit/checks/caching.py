@@ -11,7 +11,7 @@ decode ended in.
 from __future__ import annotations
 
 from .. import zoo
-from ..baseline import prompt_for_token, zoo_tokenizer
+from ..models.baseline import prompt_for_token, zoo_tokenizer
 from .answers import answers_or_recorded
 from .core import as_runner, decoded, require_seen_forwards
 from .decoding import failed_decodes_shown, first_after, how_tokens_differ, rounds_shown, scripted_case

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..no_progress import NoProgress
-from ..rounds import Rounds, compare, compare_text
-from ..tracebacks import ipython_shell
+from ..core.no_progress import NoProgress
+from ..core.tracebacks import ipython_shell
+from ..rounds.view import Rounds, compare, compare_text
 from .core import LocalRunner
 
 # What each visible test checks, in the words of its passing line (test_speedup prints its own measurement).

@@ -12,9 +12,9 @@ import threading
 from collections import Counter
 from contextlib import contextmanager
 
-from ..probes import ROLES, pair_dirs, run_probe, set_threads
-from ..result import DecodeResult
-from ..tracebacks import fold, render
+from ..core.result import DecodeResult
+from ..core.tracebacks import fold, render
+from ..protocol.probes import ROLES, pair_dirs, run_probe, set_threads
 from .failure import require
 from .outcomes import CaseOutcome, assemble
 

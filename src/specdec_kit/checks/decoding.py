@@ -15,11 +15,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from .. import zoo
-from ..baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
-from ..no_progress import NoProgress
-from ..result import DecodeResult
-from ..rounds import Rounds, build_rounds, correct_rounds, scripted_rounds, verified_rounds
-from ..rounds import first_difference as first_round_difference
+from ..core.no_progress import NoProgress
+from ..core.result import DecodeResult
+from ..models.baseline import first_difference, prompt_for_token, zoo_greedy, zoo_tokenizer
+from ..rounds.expected import correct_rounds, scripted_rounds, verified_rounds
+from ..rounds.record import build_rounds
+from ..rounds.view import Rounds
+from ..rounds.view import first_difference as first_round_difference
 from .answers import answers_or_recorded, recorded
 from .core import as_runner, decoded, require_seen_forwards
 from .failure import CheckFailed, require

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ..tracebacks import render
+from ..core.tracebacks import render
 
 
 class CheckFailed(AssertionError):

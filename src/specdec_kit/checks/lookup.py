@@ -11,7 +11,7 @@ misses a match makes more. No draft model may run.
 from __future__ import annotations
 
 from .. import zoo
-from ..baseline import zoo_greedy, zoo_tokenizer
+from ..models.baseline import zoo_greedy, zoo_tokenizer
 from .answers import answers_or_recorded
 from .core import as_runner, decoded, require_seen_forwards
 from .decoding import check_exact, how_tokens_differ

@@ -22,8 +22,8 @@ import builtins
 from dataclasses import dataclass, field
 from functools import cache
 
-from ..probes import ProbeError
-from ..timing import DTYPES, ROLES, ForwardCall
+from ..core.timing import DTYPES, ROLES, ForwardCall
+from ..protocol.probes import ProbeError
 from .failure import CheckFailed
 
 MAX_ITEMS = 1 << 20  # numbers in one list of an answer (a token list, the samples)

@@ -25,8 +25,8 @@ import torch
 from scipy.stats import chisquare
 
 from .. import zoo
-from ..baseline import prompt_for_token, zoo_model, zoo_tokenizer
-from ..sampling import warp
+from ..core.sampling import warp
+from ..models.baseline import prompt_for_token, zoo_model, zoo_tokenizer
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
 from .core import as_runner, require_seen_forwards
@@ -163,7 +163,7 @@ def diagnose_first(case: SamplingCase, first: list[int], p_first: dict) -> str:
                 "residual max(0, p - q), normalised, not from p.")
     return ("Check, in order: drafts sampled from the draft's warped q; acceptance with probability min(1, p/q) "
             "at each draft's own position; the residual max(0, p - q) after a rejection; p and q both warped with "
-            "the same temperature and top_p (specdec_kit.sampling.warp); every random number from the generator.")
+            "the same temperature and top_p (specdec_kit.core.sampling.warp); every random number from the generator.")
 
 
 def correction_from_p(p: dict, q: dict) -> dict:

@@ -13,10 +13,11 @@ import statistics
 
 import torch
 
-from .. import settings, zoo
-from ..baseline import first_mismatch, prompt_for_token, target_greedy, zoo_tokenizer
-from ..probes import set_threads
-from ..timing import Observer
+from .. import zoo
+from ..core import settings
+from ..core.timing import Observer
+from ..models.baseline import first_mismatch, prompt_for_token, target_greedy, zoo_tokenizer
+from ..protocol.probes import set_threads
 from .answers import answers_or_recorded
 from .caching import judge_cache_use
 from .core import as_runner, decoded, require_seen_forwards
@@ -100,7 +101,7 @@ def near_tie_accepted(prompt_id: str, mismatch, dtype: torch.dtype) -> None:
 
 def _gate_exact(setup, prompts, k: int, max_new_tokens: int) -> None:
     """On the timing pair: the decoder's tokens equal target greedy, up to an fp16 near-tie (margin shown)."""
-    from ..runners import encode
+    from ..bench.runners import encode
 
     decoder = setup.decoders["cached"]
     for prompt in prompts:
@@ -116,8 +117,8 @@ def _gate_exact(setup, prompts, k: int, max_new_tokens: int) -> None:
 
 def timing_plan(device: str | torch.device | None = None) -> dict:
     """What the speed test times: device, pair, prompts, k, tokens, repeats (the same in a notebook and grading)."""
-    from ..loading import default_pair, resolve_device
-    from ..prompts import load_prompts
+    from ..core.prompts import load_prompts
+    from ..models.loading import default_pair, resolve_device
 
     device = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return {"device": device, "pair": default_pair(device, timing=True), "prompts": load_prompts()[:SPEEDUP_PROMPTS],
@@ -130,8 +131,8 @@ def measure_speedup(decoder_class: type, plan: dict) -> dict:
 
     Returns the median over (prompt, repeat) of the paired tokens/s ratios and each method's tokens/s.
     """
-    from .. import bench
-    from ..loading import default_dtype, resolve_pair
+    from ..bench import benchmark as bench
+    from ..models.loading import default_dtype, resolve_pair
 
     set_threads()
     target, draft = resolve_pair(plan["pair"])

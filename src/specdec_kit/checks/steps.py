@@ -12,9 +12,9 @@ oracle while grading).
 from __future__ import annotations
 
 from .. import zoo
-from ..baseline import first_difference, zoo_tokenizer
-from ..probes import LOAD_PADDING, LOAD_TEXT
-from ..timing import ROLES
+from ..core.timing import ROLES
+from ..models.baseline import first_difference, zoo_tokenizer
+from ..protocol.probes import LOAD_PADDING, LOAD_TEXT
 from .answers import answers_or_recorded
 from .core import as_runner, require_seen_forwards
 from .failure import CheckFailed, require

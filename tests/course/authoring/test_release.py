@@ -16,7 +16,7 @@ from specdec_course.cli import main
 from specdec_course.core import config as course_config
 from specdec_course.core import pins
 from specdec_kit import checks
-from specdec_kit.adapters import load_decoder_classes
+from specdec_kit.protocol.adapters import load_decoder_classes
 
 from conftest import REPO
 

@@ -30,7 +30,7 @@ from specdec_course.bench import hf_methods
 from specdec_course.core import config as course_config
 from specdec_course.core import oracle, pins
 from specdec_course.core.nbgrader_course import BEGIN_SOLUTION, END_SOLUTION
-from specdec_kit import runners
+from specdec_kit.bench import runners
 
 from conftest import REPO
 
@@ -41,7 +41,7 @@ MIN_LINE = 24  # characters: shorter solution lines (`return tokens`) may occur 
 
 
 # Loading is the student package's by design (the kit loads its own models for the benchmark and the checks):
-# the solution's loading methods write the same from_pretrained and pad-token lines as specdec_kit.loading.
+# the solution's loading methods write the same from_pretrained and pad-token lines as specdec_kit.models.loading.
 SHARED_WITH_KIT = ("initialize_target_model", "initialize_draft_model")
 
 

@@ -13,9 +13,9 @@ from specdec_course.bench import adaptive as adaptive_bench
 from specdec_course.cli import main
 from specdec_course.core.oracle import predict_adaptive_rounds, record_round, round_rates, schedule_k
 from specdec_kit import zoo
-from specdec_kit.baseline import zoo_model
 from specdec_kit.checks import adaptive
-from specdec_kit.timing import ForwardCosts
+from specdec_kit.core.timing import ForwardCosts
+from specdec_kit.models.baseline import zoo_model
 
 from conftest import REPO
 

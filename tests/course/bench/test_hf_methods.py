@@ -7,9 +7,10 @@ import pytest
 
 from specdec_course.bench import hf_methods
 from specdec_course.bench.hf_methods import rounds_from_target_calls
-from specdec_kit import bench, runners
-from specdec_kit.prompts import load_prompts
-from specdec_kit.timing import ForwardCall
+from specdec_kit.bench import benchmark as bench
+from specdec_kit.bench import runners
+from specdec_kit.core.prompts import load_prompts
+from specdec_kit.core.timing import ForwardCall
 
 from conftest import REPO
 
@@ -27,7 +28,7 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
     """If HF ignored the pinned k (as generate() arguments are in transformers 5), the bench says so."""
     import torch
 
-    from specdec_kit.loading import load_model
+    from specdec_kit.models.loading import load_model
 
     target, tokenizer = load_model(tiny_dirs[0])
     draft, _ = load_model(tiny_dirs[1])
@@ -48,7 +49,7 @@ def test_hf_assisted_k_is_verified(tiny_dirs, monkeypatch):
 def test_lookup_rows_use_no_draft_model_and_give_the_targets_tokens(tiny_dirs):
     """Prompt lookup's rows (the notebook's and HF's): greedy, identical to target greedy, no draft forward, and
     summarised per prompt category beside the model-drafted decoder."""
-    from specdec_kit.adapters import load_decoder_classes
+    from specdec_kit.protocol.adapters import load_decoder_classes
 
     classes = load_decoder_classes(REPO / "solutions" / "speculative_decoding.ipynb",
                                    ("CachedSpeculativeDecoder", "PromptLookupDecoder"))

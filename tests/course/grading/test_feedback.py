@@ -132,9 +132,10 @@ def rounds_picture() -> nbformat.NotebookNode:
     import copy
 
     from specdec_kit import zoo
-    from specdec_kit.baseline import prompt_for_token, zoo_tokenizer
     from specdec_kit.checks.answers import answers_or_recorded
-    from specdec_kit.rounds import compare, compare_text, scripted_rounds
+    from specdec_kit.models.baseline import prompt_for_token, zoo_tokenizer
+    from specdec_kit.rounds.expected import scripted_rounds
+    from specdec_kit.rounds.view import compare, compare_text
 
     start = zoo.scripted_script().cycle[10]
     tokenizer = zoo_tokenizer()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from specdec_course.grading.redact import HIDDEN_TEXT, HiddenInputs
 from specdec_kit.checks import outcomes
-from specdec_kit.probes import ProbeError
+from specdec_kit.protocol.probes import ProbeError
 
 from conftest import REPO
 

@@ -21,8 +21,8 @@ TAMPERING = [
     # 1. Writing to the kit, reaching for the grader.
     ("from specdec_kit import checks\nchecks.check_exact = lambda *a: None", "specdec_kit.checks.check_exact"),
     ("import specdec_kit.checks\nspecdec_kit.checks.require = print", "specdec_kit.checks.require"),
-    ("from specdec_kit.timing import ForwardRecorder\nForwardRecorder._after = None",
-     "changes specdec_kit.timing.ForwardRecorder._after"),
+    ("from specdec_kit.core.timing import ForwardRecorder\nForwardRecorder._after = None",
+     "changes specdec_kit.core.timing.ForwardRecorder._after"),
     ("import specdec_kit.checks as c\nc.PROMPTS += ('x',)", "changes specdec_kit.checks.PROMPTS"),
     ("from specdec_kit import checks\ndel checks.check_exact", "changes specdec_kit.checks.check_exact"),
     ("from specdec_kit import checks\nsetattr(checks, 'check_exact', print)", "changes specdec_kit.checks.check_exact"),
@@ -88,7 +88,7 @@ TAMPERING = [
     ("import torch\ntorch.nn.modules.module._global_forward_hooks.clear()", "uses _global_forward_hooks"),
     ("self.target_model.register_forward_hook(hook)", "uses register_forward_hook"),
     ("self.draft_model.register_forward_pre_hook(hook)", "uses register_forward_pre_hook"),
-    ("from specdec_kit.timing import ForwardRecorder", "imports ForwardRecorder"),
+    ("from specdec_kit.core.timing import ForwardRecorder", "imports ForwardRecorder"),
     ("from specdec_kit import counting\nrecorder = counting.ForwardRecorder(model)", "uses ForwardRecorder"),
     # 6. Files outside the submission's folder.
     ("text = open('/etc/passwd').read()", "open('/etc/passwd') reaches outside"),
@@ -108,8 +108,8 @@ TAMPERING = [
 
 INNOCENT = [
     "import torch\nfrom transformers import AutoModelForCausalLM, AutoTokenizer",
-    "from specdec_kit import DecodeResult, crop_to\nfrom specdec_kit.loading import model_source",
-    "from specdec_kit.loading import model_source\nsource, kwargs = model_source('zoo:tiny/target')",
+    "from specdec_kit import DecodeResult, crop_to\nfrom specdec_kit.models.loading import model_source",
+    "from specdec_kit.models.loading import model_source\nsource, kwargs = model_source('zoo:tiny/target')",
     "import time\nstart = time.perf_counter()\nrun()\nelapsed = time.perf_counter() - start",
     "out = self.target_model(input_ids=ids, past_key_values=cache, use_cache=True)",
     "out = self.target_model(input_ids=ids, cache=cache, use_cache=True)\ncache = out.cache",

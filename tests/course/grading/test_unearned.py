@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_course.core.plan import load_plan
-from specdec_kit import checks, probes
-from specdec_kit.adapters import load_decoder_classes
+from specdec_kit import checks
 from specdec_kit.checks.outcomes import assemble
+from specdec_kit.protocol import probes
+from specdec_kit.protocol.adapters import load_decoder_classes
 
 from conftest import REPO, SOLUTION
 

@@ -14,7 +14,8 @@ import pytest
 
 from specdec_course.core.plan import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST, load_plan
 from specdec_course.grading import speed, verdict
-from specdec_kit import checks, settings
+from specdec_kit import checks
+from specdec_kit.core import settings
 
 from conftest import REPO
 from corpora import (
@@ -161,7 +162,7 @@ def test_timed_prompts_are_drawn_afresh_from_the_operating_system():
 
     import torch
 
-    from specdec_kit.prompts import load_prompts
+    from specdec_kit.core.prompts import load_prompts
 
     prompt = load_prompts()[0]
     draws = set()

@@ -15,9 +15,9 @@ from specdec_course.sandbox import host
 from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
 from specdec_course.sandbox.host import GraderFailed, Host
 from specdec_course.sandbox.models import ModelServer
-from specdec_kit import settings
-from specdec_kit.adapters import cells_to_consider
 from specdec_kit.checks.outcomes import MAX_TEXT, capped
+from specdec_kit.core import settings
+from specdec_kit.protocol.adapters import cells_to_consider
 
 from corpora import long_docstrings
 

@@ -1,5 +1,6 @@
 """The check pairs' models run in the grading process (`specdec_course.sandbox.models`), the grading child's decoders
-hold stand-ins (`specdec_kit.remote`): the forwards the checks judge are what the grader ran, whatever the child says.
+hold stand-ins (`specdec_kit.protocol.remote`): the forwards the checks judge are what the grader ran, whatever the
+child says.
 
 Example run: python -m pytest tests/course/sandbox/test_models.py -q
 """
@@ -16,9 +17,11 @@ from specdec_course.sandbox import models
 from specdec_course.sandbox.child import Child, ChildFailed, ChildRunner
 from specdec_course.sandbox.host import KIT, Host
 from specdec_course.sandbox.models import MAX_CACHES, MAX_HELD, MAX_NEW, MAX_TOKENS, ModelServer, NoProgress, OutOfTime
-from specdec_kit import cache_kwargs, cache_of, crop_to, remote, settings, zoo
-from specdec_kit.adapters import cells_to_consider
+from specdec_kit import cache_kwargs, cache_of, crop_to, zoo
 from specdec_kit.checks import LocalRunner
+from specdec_kit.core import settings
+from specdec_kit.protocol import remote
+from specdec_kit.protocol.adapters import cells_to_consider
 
 from conftest import nothing_warned
 from corpora import FORGE_FORWARDS, catalogue_entry, compiled_models, solved, with_cell

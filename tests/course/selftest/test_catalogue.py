@@ -7,7 +7,7 @@ loses fails here too, in seconds, and one of them says the entry's message. (The
 correct variant passes every check it does not name": the selftest expects each variant to lose exactly the
 tests it names, and `make test-release`'s selftest grades every variant.)
 
-A round that emits no token has one of two causes (`specdec_kit.no_progress.CAUSE_WORDS`): a bug whose messages are
+A round that emits no token has one of two causes (`specdec_kit.core.no_progress.CAUSE_WORDS`): a bug whose messages are
 about one names its own, and no message of its tests names the other, here in this process and graded through the
 sandbox, where the model server sees only forwards and may say that they do not show which.
 
@@ -22,8 +22,8 @@ from specdec_course.core.plan import SPEED_TEST, load_plan
 from specdec_course.grading import verdict
 from specdec_course.selftest.catalogue import Entry, catalogue_table, load_catalogue, make_submission
 from specdec_course.selftest.losses import notebook_losses
-from specdec_kit import settings
-from specdec_kit.no_progress import CAUSE_WORDS, UNTOLD
+from specdec_kit.core import settings
+from specdec_kit.core.no_progress import CAUSE_WORDS, UNTOLD
 
 from conftest import REPO, SOLUTION
 from independent import independent

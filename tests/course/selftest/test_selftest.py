@@ -18,7 +18,7 @@ from specdec_course.grading import batch, course, row
 from specdec_course.selftest import load
 from specdec_course.selftest.catalogue import load_catalogue
 from specdec_course.selftest.selftest import WORKDIR_MARK, check_workdir, fresh_workdir
-from specdec_kit import settings
+from specdec_kit.core import settings
 
 from conftest import REPO
 
