@@ -34,7 +34,7 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..selftest.catalogue import catalogue_table, load_catalogue
-    from ..selftest.record import agreement, measured_record, read_record, write_record
+    from ..selftest.record import agreement, measured_record, read_record, timed_only, write_record
 
     autograder, solution = Path(args.autograder), Path(args.solution)
     entries = {e.name: e for e in load_catalogue(autograder)}
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_partial_record(names, list(entries.values()), solution, autograder)
     from tqdm.auto import tqdm
 
-    from ..selftest.losses import losses, timed_only
+    from ..selftest.losses import losses
 
     agree, found_all = True, {}
     with tempfile.TemporaryDirectory() as work, tqdm(names, desc="catalogue --losses", unit="entry") as bar:
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.redirect_stdout(sys.stderr):  # the notebook's prints as it loads, the entry's own
                 found = losses(entry, autograder, solution, Path(work), progress=True)
             found_all[name] = set(found)
-            timed = timed_only(entry, found)
+            timed = timed_only(entry, set(found))
             lost = sorted(found)
             lines = [f"{name} ({entry.kind}) loses {', '.join(lost) or 'nothing'}"
                      + (f", and by timing alone {', '.join(sorted(timed))}" if timed else ""),

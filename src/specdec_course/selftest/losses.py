@@ -15,9 +15,9 @@ from pathlib import Path
 import nbformat
 from tqdm.auto import tqdm
 
-from specdec_kit.adapters import load_decoder_classes
 from specdec_kit.checks.core import CheckTimeout
-from specdec_kit.no_progress import NoProgress
+from specdec_kit.core.no_progress import NoProgress
+from specdec_kit.protocol.adapters import load_decoder_classes
 
 from ..core.plan import SPEED_TEST, load_plan, not_timed
 from .catalogue import Entry, make_submission
@@ -53,6 +53,3 @@ def losses(entry: Entry, autograder_dir: Path, solution: Path, work: Path, progr
                            progress=progress)
 
 
-def timed_only(entry: Entry, found: dict[str, str]) -> set[str]:
-    """Tests `entry` says it loses that the checks alone cannot show: the speed test's timing."""
-    return {SPEED_TEST} & entry.fails - set(found)

@@ -79,6 +79,16 @@ def test_a_changed_input_makes_the_record_stale(tmp_path):
     assert "does not exist" in record.check_record(ENTRIES, SOLUTION, autograder).stale_inputs[0]
 
 
+def test_a_modules_comments_docstrings_and_layout_decide_nothing_its_code_does(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""A module."""\n\n\ndef f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n')
+    before = record.code_digest(module)
+    module.write_text('"""Another text."""\n\ndef f(x):\n    # a comment\n    return 2 * x\n')
+    assert record.code_digest(module) == before, "only comments, docstrings and blank lines changed"
+    module.write_text('"""A module."""\n\n\ndef f(x):\n    """Twice x."""\n    return 3 * x\n')
+    assert record.code_digest(module) != before, "the code changed"
+
+
 def test_a_partial_record_on_changed_inputs_is_refused(tmp_path):
     previous = json.loads((AUTOGRADER / record.RECORD).read_text())
     previous["inputs"]["autograder: hidden.py"] = "an older one"
