@@ -6,9 +6,10 @@ import dataclasses
 import pytest
 import torch
 
-from specdec_course.core.plan import SPEED_TEST, load_plan
+from specdec_course.core.plan import load_plan
 from specdec_course.grading import verdict
 from specdec_kit.checks import NEAR_TIE
+from specdec_kit.checks.speed import SPEED_TEST
 from specdec_kit.core.prompts import load_prompts
 from specdec_kit.models.baseline import first_mismatch
 

@@ -8,23 +8,12 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdec_kit.checks.speed import EXACT_BEFORE_TIMING, SPEED_TEST
+
 from .config import CourseConfig, load_config
-
-SPEED_TEST = "test_speedup"  # the test the grader times after its checks
-# The speed test times only a decoder that passed this test: its cases are the grader's and the same in every run, so
-# a decoder whose tokens go wrong loses the speed test whatever prompts a run's timing draws.
-EXACT_BEFORE_TIMING = "test_cached_exact"
-NOT_EXACT = (f"speedup is timed only for a decoder that gives the target's greedy tokens on every case of "
-             f"{EXACT_BEFORE_TIMING}: fix {EXACT_BEFORE_TIMING} first")
-
-
-def not_timed(lost: Collection[str]) -> str | None:
-    """Why the speed test is not timed, given the tests lost before it; None where it is timed."""
-    return NOT_EXACT if EXACT_BEFORE_TIMING in lost else None
 
 
 @dataclass(frozen=True)

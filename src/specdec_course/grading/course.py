@@ -12,13 +12,14 @@ from pathlib import Path
 import nbformat
 
 from specdec_kit import zoo
+from specdec_kit.checks.speed import SPEED_TEST
 from specdec_kit.protocol.adapters import is_graded_cell
 
 from ..authoring.points import extra_credit
 from ..authoring.release import render_release
 from ..core import config as course_config
 from ..core.nbgrader_course import ASSIGNMENT, NOTEBOOK, NbgraderError, generate_assignment, write_course_config
-from ..core.plan import SPEED_TEST, Plan, load_plan
+from ..core.plan import Plan, load_plan
 from ..sandbox import box, processes
 from ..sandbox.models import CHECK_PAIRS
 from . import feedback

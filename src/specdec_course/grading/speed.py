@@ -23,8 +23,9 @@ import time
 from specdec_kit import checks
 from specdec_kit.bench import benchmark as bench
 from specdec_kit.checks.outcomes import assemble
+from specdec_kit.checks.speed import SPEED_TEST
 
-from ..core.plan import SPEED_TEST, Plan
+from ..core.plan import Plan
 from ..sandbox.child import Child, ChildFailed
 from ..sandbox.host import KIT, Host
 from ..sandbox.models import ModelServer

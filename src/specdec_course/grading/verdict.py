@@ -21,10 +21,11 @@ from pathlib import Path
 import nbformat
 
 from specdec_kit import checks
+from specdec_kit.checks.speed import SPEED_TEST, not_timed
 from specdec_kit.protocol.adapters import cells_to_consider, not_run
 from specdec_kit.protocol.probes import ProbeError
 
-from ..core.plan import SPEED_TEST, Plan, not_timed
+from ..core.plan import Plan
 from ..sandbox.box import Limits, Sandbox
 from ..sandbox.child import Child, ChildFailed, ChildRunner
 from ..sandbox.host import Host

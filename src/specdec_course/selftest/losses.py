@@ -16,10 +16,11 @@ import nbformat
 from tqdm.auto import tqdm
 
 from specdec_kit.checks.core import CheckTimeout
+from specdec_kit.checks.speed import SPEED_TEST, not_timed
 from specdec_kit.core.no_progress import NoProgress
 from specdec_kit.protocol.adapters import load_decoder_classes
 
-from ..core.plan import SPEED_TEST, load_plan, not_timed
+from ..core.plan import load_plan
 from .catalogue import Entry, make_submission
 
 

@@ -26,7 +26,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.plan import SPEED_TEST
+from specdec_kit.checks.speed import SPEED_TEST
+
 from .catalogue import Entry
 
 RECORD = "losses.json"

@@ -1,4 +1,6 @@
-"""The speed check: the cached decoder against HF assisted generation at the same k, timed by the kit.
+"""The speed check: the cached decoder against HF assisted generation at the same k, timed by the kit, and its
+rule, which grading follows too: what is timed (`timing_plan`), when nothing is (`not_timed`), the bar
+(`SPEEDUP_MIN_RATIO`, config.toml's `min_ratio` while grading).
 
 It first checks, without timing, one target forward per round, the right tokens and caches kept across rounds
 (`gate_rounds`); only a decoder that passes is timed. In a notebook the timing runs here (`measure_speedup`); while
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+from collections.abc import Collection
 
 import torch
 
@@ -31,6 +34,17 @@ SPEEDUP_REPEATS = 2  # 1 under `specdec-course selftest` (SPECDEC_SELFTEST=1), w
 SPEEDUP_PROMPTS = 2  # the first prompts of data/prompts.json
 TIMING_WAIT = 300  # seconds a timing waits for another process's to end (one of at most a few minutes)
 NEAR_TIE = 0.05  # fp16 logit margin under which a correct decoder may pick the other token (~1e-3 relative error)
+SPEED_TEST = "test_speedup"  # the test the grader times after its checks
+# The speed test times only a decoder that passed this test: its cases are the grader's and the same in every run, so
+# a decoder whose tokens go wrong loses the speed test whatever prompts a run's timing draws.
+EXACT_BEFORE_TIMING = "test_cached_exact"
+NOT_EXACT = (f"speedup is timed only for a decoder that gives the target's greedy tokens on every case of "
+             f"{EXACT_BEFORE_TIMING}: fix {EXACT_BEFORE_TIMING} first")
+
+
+def not_timed(lost: Collection[str]) -> str | None:
+    """Why the speed test is not timed, given the tests lost before it; None where it is timed."""
+    return NOT_EXACT if EXACT_BEFORE_TIMING in lost else None
 
 
 def speedup_repeats() -> int:

@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
-from specdec_course.core.plan import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST, load_plan
+from specdec_course.core.plan import load_plan
 from specdec_course.grading import speed, verdict
 from specdec_kit import checks
+from specdec_kit.checks.speed import EXACT_BEFORE_TIMING, NOT_EXACT, SPEED_TEST
 from specdec_kit.core import settings
 
 from conftest import REPO

@@ -18,10 +18,11 @@ import dataclasses
 
 import pytest
 
-from specdec_course.core.plan import SPEED_TEST, load_plan
+from specdec_course.core.plan import load_plan
 from specdec_course.grading import verdict
 from specdec_course.selftest.catalogue import Entry, catalogue_table, load_catalogue, make_submission
 from specdec_course.selftest.losses import notebook_losses
+from specdec_kit.checks.speed import SPEED_TEST
 from specdec_kit.core import settings
 from specdec_kit.core.no_progress import CAUSE_WORDS, UNTOLD
 

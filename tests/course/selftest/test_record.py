@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from specdec_course.core.plan import SPEED_TEST
 from specdec_course.selftest import record
 from specdec_course.selftest.catalogue import Entry, load_catalogue, make_submission
 from specdec_course.selftest.losses import notebook_losses
+from specdec_kit.checks.speed import SPEED_TEST
 
 from conftest import REPO, SOLUTION
 
