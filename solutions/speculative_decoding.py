@@ -90,6 +90,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 
 from specdec_kit import DecodeResult, cache_kwargs, cache_of, common_prefix_length, crop_to, zoo
 from specdec_kit.bench import benchmark_decoder
+from specdec_kit.bench.readiness import checked_decoder
+from specdec_kit.core.sampling import check_sampling_settings, warp
+from specdec_kit.core.timing import ForwardCosts, measure_forward_costs
 from specdec_kit.models.loading import (
     check_same_vocab,
     default_dtype,
@@ -99,10 +102,7 @@ from specdec_kit.models.loading import (
     resolve_device,
     resolve_pair,
 )
-from specdec_kit.bench.readiness import checked_decoder
 from specdec_kit.rounds import record_rounds
-from specdec_kit.core.sampling import check_sampling_settings, warp
-from specdec_kit.core.timing import ForwardCosts, measure_forward_costs
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 PAIR = default_pair(DEVICE)  # Pythia on a GPU with the hub; an offline zoo pair otherwise and when grading
