@@ -24,7 +24,8 @@ KIT, COURSE = "specdec_kit", "specdec_course"
 # from its own level and those below, in its sub-package and in the sub-packages below. The student package's rooms
 # first, then its own `__init__` and command; the instructor package's above all of it, then its command.
 KIT_LAYERS = [
-    ("core", [["__init__", "settings", "result", "cache", "sampling", "prompts", "theory", "tracebacks"],
+    ("core", [["__init__", "settings", "result", "cache", "sampling", "prompts", "theory", "tracebacks",
+               "run_delay"],
               ["no_progress"], ["timing"]]),
     ("zoo", [["tokenizer"], ["models"], ["tables"], ["__init__"]]),
     ("models", [["__init__", "loading"], ["baseline"]]),

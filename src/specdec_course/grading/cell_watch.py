@@ -16,8 +16,9 @@ import contextlib
 import threading
 
 from specdec_kit.core import settings
+from specdec_kit.core.run_delay import pids_delay
 
-from ..sandbox.meter import Meter, pids_cpu, pids_delay, process_cpu
+from ..sandbox.meter import Meter, pids_cpu, process_cpu
 
 GRACE = 10  # seconds a kernel has to answer an interrupt before it is killed
 LOOK = 1.0  # seconds between looks at the meter

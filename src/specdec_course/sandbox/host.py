@@ -28,11 +28,12 @@ from pathlib import Path
 
 from specdec_kit.checks.core import WALL_FACTOR
 from specdec_kit.core import settings
+from specdec_kit.core.run_delay import pids_delay
 
 from ..core.waits import OMP_WAIT
 from .box import Sandbox
 from .channel import Channel
-from .meter import Clock, pids_cpu, pids_delay, process_cpu
+from .meter import Clock, pids_cpu, process_cpu
 
 HOST_SCRIPT = Path(__file__).with_name("host_main.py")
 MAX_LOG = 16 << 20  # bytes of a host's output kept in its log

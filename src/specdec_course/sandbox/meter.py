@@ -28,9 +28,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core.run_delay import run_delay
 
 from .processes import stat_fields
 
@@ -64,34 +64,6 @@ def pids_cpu(pids: Callable[[], list[int]]) -> Callable[[], float]:
         return last[0]
 
     return cpu
-
-
-def run_delay(pid: int, tid: int) -> float | None:
-    """The seconds thread `tid` of process `pid` has been runnable but waiting for a core; None once it is gone, or
-    where the kernel keeps no such count."""
-    try:
-        return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def pids_delay(pids: Callable[[], list[int]]) -> Callable[[], float]:
-    """The seconds the threads of the processes `pids()` names have been runnable but waiting for a core, summed
-    over every thread ever seen (one that ends keeps what it had; a thread number used again starts anew)."""
-    seen: dict[tuple[int, int], float] = {}
-    total = [0.0]
-
-    def delay() -> float:
-        for pid in pids():
-            with contextlib.suppress(OSError):
-                for tid in map(int, os.listdir(f"/proc/{pid}/task")):
-                    if (now := run_delay(pid, tid)) is not None:
-                        before = seen.get((pid, tid), 0.0)
-                        total[0] += now - before if now >= before else now
-                        seen[pid, tid] = now
-        return total[0]
-
-    return delay
 
 
 def _no_delay() -> float:

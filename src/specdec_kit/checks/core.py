@@ -7,12 +7,15 @@ runner with the same `run(request)` method (grading: `course.isolation.ChildRunn
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
 
 from ..core.result import DecodeResult
+from ..core.run_delay import pids_delay
 from ..core.tracebacks import fold, render
 from ..protocol.probes import ROLES, pair_dirs, run_probe, set_threads
 from .failure import require
@@ -20,7 +23,7 @@ from .outcomes import CaseOutcome, assemble
 
 LOCAL_SECONDS = 120  # CPU seconds of one probe of a visible check in a notebook; on the tiny pair they take seconds
 # A time limit counts the CPU the code used, so a loaded machine does not stretch it; the clock stops it only at this
-# many times the limit (code that waits on nothing uses no CPU).
+# many times the limit (code that waits on nothing uses no CPU), not counting the time its threads waited for a core.
 WALL_FACTOR = 10
 
 
@@ -37,8 +40,9 @@ class LocalRunner:
     in IPython with the student's frames only (`tracebacks.fold`).
 
     Each probe may use `seconds` of this process's CPU (Unix, main thread: a SIGPROF timer, with the clock's
-    SIGALRM at WALL_FACTOR times that as a backstop; elsewhere without a limit), the offline models' first build
-    not counted; past it, CheckTimeout names the call that had not returned.
+    SIGALRM at WALL_FACTOR times that as a backstop, put off by the time this process's threads waited for a core of
+    a loaded machine; elsewhere without a limit), the offline models' first build not counted; past it, CheckTimeout
+    names the call that had not returned.
     `ran` counts the cases run, by the probe's kind and pair; `events` holds the last request's events, so that a
     check can read what a failed decode did (its `stuck` event).
     """
@@ -71,7 +75,16 @@ def _time_limit(seconds: float, events: list[dict]):
         yield
         return
 
+    delay, started = pids_delay(lambda: [os.getpid()]), time.monotonic()
+    delay_started, credited = delay(), [0.0]
+
     def expire(signum, frame):
+        if signum == signal.SIGALRM:  # the backstop: the clock, less the time a loaded machine withheld a core
+            held = min(delay() - delay_started, time.monotonic() - started)
+            if held - credited[0] >= 1:
+                signal.setitimer(signal.ITIMER_REAL, held - credited[0])
+                credited[0] = held
+                return
         calls = [e for e in events if e["event"] == "call"]
         call = f"{calls[-1]['method']} ({calls[-1]['args']})" if calls else "the check"
         spent = f"used {seconds:g} s of CPU" if signum == signal.SIGPROF else \

@@ -7,8 +7,9 @@ Example run: python -m pytest tests/course/sandbox/test_meter.py -q
 import os
 import time
 
-from specdec_course.sandbox.meter import Meter, pids_delay, process_cpu
+from specdec_course.sandbox.meter import Meter, process_cpu
 from specdec_kit.checks.core import WALL_FACTOR
+from specdec_kit.core.run_delay import pids_delay
 
 from load import one_busy_core
 

@@ -183,6 +183,19 @@ def test_a_visible_checks_limit_counts_cpu_so_a_loaded_machine_does_not_reach_it
     assert took > 0.8, f"the load should have stretched 0.4 s of CPU past 0.8 s on the clock; it took {took:.2f} s"
 
 
+def test_the_clocks_backstop_waits_out_the_time_a_loaded_machine_withholds_a_core():
+    """0.2 s of CPU under a limit of 0.3 s on a core shared with 19 busy loops: about 4 s on the clock, past the
+    backstop's 3 s, of which it waited for its core most; the backstop counts that out and the call returns."""
+    with one_busy_core(spinners=19):
+        started = time.monotonic()
+        with _time_limit(0.3, []):
+            until = time.thread_time() + 0.2
+            while time.thread_time() < until:
+                pass
+        took = time.monotonic() - started
+    assert took > 0.3 * WALL_FACTOR, f"the load should have stretched the call past the backstop; it took {took:.1f} s"
+
+
 def test_speed_test_names_the_pairs_grading_times(monkeypatch):
     """What the speed test tells students about grading matches the pairs grading picks."""
     from specdec_kit.checks.speed import GRADING_PAIRS
