@@ -9,11 +9,15 @@ hidden cases' answers come from the course's oracle, computed here (the visible 
 """
 
 import random
+from pathlib import Path
 
+from specdec_course.core.config import load_config
 from specdec_course.core.oracle import ORACLE
 from specdec_kit import checks, zoo
 from specdec_kit.checks.adaptive import check_adaptive_rounds
 from specdec_kit.core.timing import ForwardCosts
+
+SPEEDUP_MIN_RATIO = load_config(Path(__file__).parent).min_ratio  # the solution's hidden speed cell reads it
 
 PROMPTS = ("Customer: Do you have this jacket in a larger size?\nClerk:",
            "one, two, three, four, five, six, seven, eight,",
