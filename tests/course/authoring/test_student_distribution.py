@@ -275,7 +275,7 @@ def test_student_distribution_holds_the_student_package_alone(published, tmp_pat
     assert leaks(unpacked) == [], "the student wheel leaks:\n" + "\n".join(leaks(unpacked))
     packages = {p.name for p in unpacked.iterdir() if not p.name.endswith(".dist-info")}
     assert packages == {"specdec_kit"}, f"the wheel should hold the student package alone, got {packages}"
-    for data in ("data/prompts.json", "bench_schema.json", "checks/answers.json"):
+    for data in ("data/prompts.json", "bench/bench_schema.json", "checks/answers.json"):
         assert (unpacked / "specdec_kit" / data).is_file(), f"the wheel ships {data}"
     entry_points = next(unpacked.glob("*.dist-info")).joinpath("entry_points.txt").read_text()
     assert "specdec-kit" in entry_points and "specdec-course" not in entry_points, entry_points
