@@ -49,6 +49,7 @@ class TestResult:
     passed: bool
     message: str = ""
     seconds: float = 0.0
+    waited: float = 0.0  # of those seconds, waiting for a core of a loaded machine or for another job's timing
     visible_passed: bool | None = None  # the test cell's visible check alone (None: not reached)
     aborted: bool = False  # a check could not run to its end: a time limit, a crash, memory or recursion
 
@@ -84,7 +85,7 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
 
     def run(test: str, checks_to_run: list, phase_hidden: bool, timed: bool = False) -> None:
         class_name, result = plan.tests[test][0], verdict.tests[test]
-        started = time.perf_counter()
+        started, waited = time.perf_counter(), budget.waited
         try:
             for check in checks_to_run:
                 if budget.left() <= 0:
@@ -107,6 +108,7 @@ def judge(notebook: nbformat.NotebookNode, plan: Plan, threads: int = 1, timing_
             result.passed, result.aborted = False, _aborted(e)
         finally:
             result.seconds += time.perf_counter() - started
+            result.waited += budget.waited - waited
 
     try:
         for test, (_, test_checks) in plan.tests.items():  # the visible checks: the test cells' own
