@@ -39,7 +39,8 @@ from pathlib import Path
 import pandas as pd
 
 row = pd.read_csv(Path(sys.argv[1]) / "grades.csv").iloc[0]
-print(row[["status", "score", "max_score", "isolation", "seconds", "vs_hf_assisted", "message"]].to_string())
+print(row[["status", "score", "max_score", "isolation", "seconds", "vs_hf_assisted"]].to_string())
+print("message:", row["message"])  # whole: the VM's files go with it
 problems = [f"{name} is {row[name]!r}, not {want!r}" for name, want in
             (("status", "graded"), ("isolation", "bwrap+cgroup2"), ("score", row["max_score"])) if row[name] != want]
 sys.exit("the sandboxed grading on cgroup v2: " + "; ".join(problems) if problems else 0)
