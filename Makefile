@@ -54,7 +54,7 @@ test-transformers4: $(STAMP) $(STAMP4)
 		tests/kit/test_exactness.py tests/kit/test_errors.py tests/course/selftest/test_catalogue.py
 
 # By hand, as root, not in CI: the sandbox's cgroup v2 code and a sandboxed grading on a real v2-only kernel, in a VM
-# (tests/vm/cgroup2.sh says what to install; without KVM it takes minutes).
+# (tests/vm/cgroup2.sh says what to install; without KVM about an hour: docs/benchmarks.md).
 .PHONY: test-cgroup2
 test-cgroup2: $(STAMP)
 	bash tests/vm/cgroup2.sh
