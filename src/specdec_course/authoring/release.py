@@ -83,7 +83,7 @@ def checkout_answers(repo: Path) -> Path:
     """The answers file `release` writes: `repo`'s own (a checkout, its root), which must be the file of the student
     package this process imports, as its checks record the answers. An installed copy's (site-packages) is refused:
     it would be rewritten while the checkout keeps its stale one."""
-    from specdec_kit.checks import answers as recorded
+    from specdec_kit.checks import answers as recorded  # the kit's checks: only once a command needs them
 
     path, imported = (repo / STUDENT_ANSWERS).resolve(), recorded.ANSWERS_FILE.resolve()
     package = Path(STUDENT_ANSWERS).parents[1]

@@ -63,7 +63,7 @@ def generate_assignment(course: Path, source_text: str, cpu_seconds: int = 300) 
     """nbgrader generate_assignment on the notebook `source_text` in `course` (its config already written):
     the released notebook. It may use `cpu_seconds` of CPU in each of its processes (the kernel's RLIMIT_CPU) and
     WALL_FACTOR times that on the clock, which a loaded machine stretches."""
-    from specdec_kit.checks.core import WALL_FACTOR
+    from specdec_kit.checks.core import WALL_FACTOR  # here: the checks import torch, which this module needs not
 
     source = course / "source" / ASSIGNMENT
     source.mkdir(parents=True, exist_ok=True)
