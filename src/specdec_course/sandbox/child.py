@@ -21,9 +21,12 @@ the events it sends), so what it sends is the student's claim, which the checks 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import threading
 
 from specdec_kit.checks.outcomes import MAX_NAME, MAX_TEXT, METHODS, assemble, capped
+from specdec_kit.core.run_delay import run_delay
 from specdec_kit.protocol.probes import ProbeError
 
 from .channel import Stalled, TooLong
@@ -70,7 +73,7 @@ class Child:
             self._start()
         if self.models is not None:
             self.models.reset()
-        meter = Meter(seconds, self._cpu, self.threads, self._delay)
+        meter = self._meter(seconds)
         try:
             named = METHODS.get(request["kind"], "the notebook's code") if hidden else None
             self._send(request, meter, named)
@@ -83,13 +86,19 @@ class Child:
                                                 "memory_mb": self.memory_mb,
                                                 "served": self.models.folders() if self.models else {}})
         self._cpu, self._delay = self.host.cpu_of(self._pid), self.host.delay_of(self._pid)
-        meter = Meter(LOAD_SECONDS, self._cpu, self.threads, self._delay)
+        meter = self._meter(LOAD_SECONDS)
         [loaded] = [e for e in self._events(meter, "loading the notebook's code") if e["event"] == "loaded"] or [None]
         if loaded is None:
             raise ChildFailed("loading the notebook's code", kind="ChildFailed",
                               message="the child sent no word after loading the notebook's code")
         self.load_problems = _strings(loaded.get("problems"), MAX_TEXT)
         self.classes = _strings(loaded.get("classes"), MAX_NAME)
+
+    def _meter(self, seconds: float) -> Meter:
+        """A request's meter. This thread reads the child's messages and serves its models, so a loaded machine that
+        keeps it waiting for a core holds the child up: its waits count out of the backstop as the child's do."""
+        child, tid = self._delay, threading.get_native_id()
+        return Meter(seconds, self._cpu, self.threads, lambda: child() + (run_delay(os.getpid(), tid) or 0.0))
 
     def _send(self, message: dict, meter: Meter, named: str | None, call: dict | None = None) -> None:
         try:

@@ -14,23 +14,21 @@ The submission's own time is
 - waiting on nothing: each stretch of at least WINDOW seconds in which it used under IDLE_SHARE of a core and moved
   no byte (a sleep, a child stopped mid-message, one that does not read) counts whole.
 Time it spent waiting for a core of a loaded machine is neither. The clock stops a request only at WALL_FACTOR
-times its limit, and counts there neither the time its processes' threads were runnable but waiting for a core
-(`delay`: the scheduler's run delay, /proc/<pid>/task/<tid>/schedstat), nor that of the grading thread serving it: a
-loaded machine stretches the clock without bringing a correct notebook nearer to the backstop. (Where the kernel keeps
-no run delay, the backstop is the clock's alone.) A thread waits for a core only while a core runs something else:
-the submission's own threads, whose CPU is counted, or another job's.
+times its limit, and counts there not the time its processes' threads were runnable but waiting for a core (`delay`:
+the scheduler's run delay, /proc/<pid>/task/<tid>/schedstat; a child's adds that of the grading thread that reads and
+serves it, `child.py`): a loaded machine stretches the clock without bringing a correct notebook nearer to the
+backstop. (Where the kernel keeps no run delay, the backstop is the clock's alone.) A thread waits for a core only
+while a core runs something else: the submission's own threads, whose CPU is counted, or another job's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Callable
 
 from specdec_kit.checks.core import WALL_FACTOR
-from specdec_kit.core.run_delay import run_delay
 
 from .processes import stat_fields
 
@@ -70,26 +68,21 @@ def _no_delay() -> float:
     return 0.0
 
 
-def _own_delay(tid: int) -> float:
-    """The waits for a core of this process's thread `tid` (0 where the kernel keeps none)."""
-    return run_delay(os.getpid(), tid) or 0.0
-
-
 class Meter:
     def __init__(self, seconds: float, cpu: Callable[[], float], threads: int = 1,
                  delay: Callable[[], float] = _no_delay):
         self.seconds, self._cpu, self.threads, self._delay = seconds, cpu, max(threads, 1), delay
         self._started, self._cpu_started = time.monotonic(), cpu()
-        self._served, self._served_delay = 0.0, 0.0  # the serving thread's CPU and waits for a core, serving it
-        self._serving = None  # while serving: (that thread's id, its CPU, its waits for a core) when it began
+        self._served = 0.0  # the serving thread's CPU, serving it
+        self._serving_since = None  # while serving: that thread's CPU when it began
         self.idle = 0.0  # the stretches spent waiting on nothing
-        self.held = 0.0  # the stretches its threads (and the thread serving it) spent waiting for a core
+        self.held = 0.0  # the stretches the threads `delay` reads spent waiting for a core
         self._look, self._look_computing, self._moved = self._started, 0.0, False
-        self._look_delay = self._delayed()
+        self._look_delay = self._delay()
 
     def _spent(self) -> tuple[float, float]:
         """(the CPU of its processes, the grading process's CPU in serving it), since the meter started."""
-        serving = time.thread_time() - self._serving[1] if self._serving is not None else 0.0
+        serving = time.thread_time() - self._serving_since if self._serving_since is not None else 0.0
         return self._cpu() - self._cpu_started, self._served + serving
 
     def computing(self) -> float:
@@ -106,23 +99,15 @@ class Meter:
         own, served = self._spent()
         return own + served + self.idle
 
-    def _delayed(self) -> float:
-        """The seconds its processes' threads, and the grading thread while serving it, have waited for a core."""
-        serving = _own_delay(self._serving[0]) - self._serving[2] if self._serving is not None else 0.0
-        return self._delay() + self._served_delay + serving
-
     @contextlib.contextmanager
     def serving(self):
-        """The grading process's thread runs this submission's request: its CPU is the submission's, and so are its
-        waits for a core."""
-        tid = threading.get_native_id()
-        self._serving = (tid, time.thread_time(), _own_delay(tid))
+        """The grading process's thread runs this submission's request: its CPU is the submission's."""
+        self._serving_since = time.thread_time()
         try:
             yield
         finally:
-            self._served += time.thread_time() - self._serving[1]
-            self._served_delay += _own_delay(tid) - self._serving[2]
-            self._serving = None
+            self._served += time.thread_time() - self._serving_since
+            self._serving_since = None
 
     def active(self) -> None:
         """Bytes moved: the stretch under way is not idle."""
@@ -132,7 +117,7 @@ class Meter:
         now, computing = time.monotonic(), self.computing()
         span = now - self._look
         if span >= WINDOW:  # a shorter look would count a wait for a core of a loaded machine as idle
-            delayed = self._delayed()
+            delayed = self._delay()
             held = min(span, max(delayed - self._look_delay, 0.0))  # threads waiting side by side: the span at most
             if not self._moved and computing - self._look_computing + held < IDLE_SHARE * span:
                 self.idle += span

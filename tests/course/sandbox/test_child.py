@@ -5,6 +5,8 @@ Example run: python -m pytest tests/course/sandbox/test_child.py -q
 """
 
 import concurrent.futures
+import os
+import threading
 import time
 
 import pytest
@@ -191,6 +193,26 @@ NOT_JSON = """class NotJson:
         from specdec_kit import remote
         remote._channel.send_bytes(b'{"event": "case", "index": ' + b"9" * 5000 + b"}")  # past Python's digits
 """
+
+
+def test_the_grading_threads_waits_for_a_core_do_not_bring_the_backstop_nearer(monkeypatch):
+    """The thread that reads a child's messages and serves its models is held up by a loaded machine as the child is
+    (a flood of tiny messages, read by a grading thread given little of a core, met the clock's 30 s backstop before
+    its own 3 s): that thread's waits for a core, the kernel's run delay read by its number (faked here), count out of
+    the backstop; another thread's do not."""
+    clock, waits = [100.0], {}
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(child_module, "run_delay", lambda pid, tid: waits.get((pid, tid)))
+    child = child_with([])
+    child._cpu, child._delay = (lambda: 0.0), (lambda: 0.0)  # a child that computes nothing and never waits
+    meter = child._meter(3)
+    this, other = (os.getpid(), threading.get_native_id()), (os.getpid(), threading.get_native_id() + 1)
+    for _ in range(40):  # bytes moving for 40 s on the clock, this thread waiting for its core half of each second
+        clock[0] += 1
+        waits[this], waits[other] = waits.get(this, 0.0) + 0.5, waits.get(other, 0.0) + 0.4
+        meter.active()
+        assert meter.left() > 0, meter.why()
+    assert abs(meter.held - 20) < 1e-6 and meter.idle == 0, (meter.held, meter.idle)
 
 
 @CHILDREN
