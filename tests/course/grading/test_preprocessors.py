@@ -20,7 +20,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config.loader import PyFileConfigLoader
 
 from specdec_course.core.nbgrader_course import nbgrader_env
-from specdec_course.grading import preprocessors
+from specdec_course.grading import cell_watch, preprocessors
 from specdec_course.grading.preprocessors import GuardedExecute, SkipDemoCells, autograde_config, read_run_record
 from specdec_kit.checks.core import WALL_FACTOR
 
@@ -238,8 +238,9 @@ def test_unwritable_record_does_not_stop_grading(tmp_path):
     assert not (tmp_path / "missing").exists(), "no record can be written into a missing directory"
 
 
-def test_kernel_deaf_to_interrupts_stops_the_run(tmp_path):
+def test_kernel_deaf_to_interrupts_stops_the_run(tmp_path, monkeypatch):
     """A cell that ignores SIGINT outlives its interrupt: nbclient raises, GuardedExecute reports and stops."""
+    monkeypatch.setattr(cell_watch, "GRACE", 1)  # seconds it waits for the answer that never comes
     deaf = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
     notebook = new_notebook(cells=[new_code_cell("x = 1"), new_code_cell(deaf), new_code_cell("y = 2")],
                             metadata=source_notebook().metadata)
