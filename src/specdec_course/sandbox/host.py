@@ -122,9 +122,17 @@ class Host:
             return pid
         return self.box.outer_pid(pid)
 
+    def _isolated(self) -> bool:
+        """Whether the sandbox holds the host's children apart (its own uid or cgroup): else it knows only the host,
+        and each child, in a process group of its own, is the host's to name and kill."""
+        return self.box is not None and self.box.isolation != "none"
+
     def kill(self, pid: int) -> None:
         """Kill child `pid` (as the host numbers it) and its process group."""
-        outer = self.box.outer_pid(pid) if self.box is not None else pid
+        if self._isolated():
+            outer = self.box.outer_pid(pid)
+        else:  # the grader's pid namespace: a child the host has not said exited is its child still, alive or unreaped
+            outer = pid if pid in self._forked else None
         if outer is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(outer, signal.SIGKILL)
@@ -217,12 +225,15 @@ class Host:
     def _stop(self) -> None:
         if self._control is not None:
             self._control.close()
-        if self.box is not None:
-            self.box.kill_all()
-        elif self._process is not None:  # its children left their process group: each is killed with its own
-            for group in (self._process.pid, *self._forked):
+        if not self._isolated():  # its children left its process group: each is killed with its own
+            for group in self._forked:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(group, signal.SIGKILL)
+        if self.box is not None:
+            self.box.kill_all()
+        elif self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
         self._forked.clear()
         if self._process is not None:
             self._process.wait()

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from specdec_course.sandbox import host as host_module
+from specdec_course.sandbox.box import Limits, Sandbox
 from specdec_course.sandbox.host import Host
 
 
@@ -39,29 +40,66 @@ def test_a_host_held_up_on_the_clock_still_starts(monkeypatch):
     assert time.monotonic() - started > 15, "the host was held up past its limit on the clock"
 
 
+NO_SANDBOX = {"no sandbox": lambda: None, "a sandbox without isolation": lambda: Sandbox("test", "none", Limits())}
+ASLEEP = [("asleep", "import time\ntime.sleep(3600)\n")]  # definitions that never end, as a stalled notebook's
+
+
 @pytest.mark.slow
-def test_a_closed_host_leaves_no_child_of_its_own_behind():
+@pytest.mark.parametrize("make_box", NO_SANDBOX.values(), ids=NO_SANDBOX)
+def test_a_child_killed_by_the_grader_is_gone_while_its_host_lives(make_box):
+    """A child the grader kills (a request that ran out of time) is gone at once, the host still running: with no
+    sandbox, or one without isolation (no uid, no cgroup, `--no-sandbox`), whose processes are only the host."""
+    box = make_box()
+    host = Host(box)
+    channel, pid = host.fork({"cells": ASLEEP, "threads": 1, "memory_mb": 0, "served": {}})
+    try:
+        until(lambda: leads_a_group(pid), "the child leads a process group of its own")
+        host.kill(pid)
+        until(lambda: not alive(pid), f"the child {pid} the grader killed still runs")
+    finally:
+        host.close()
+        channel.close()
+        if box is not None:
+            box.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_box", NO_SANDBOX.values(), ids=NO_SANDBOX)
+def test_a_closed_host_leaves_no_child_of_its_own_behind(make_box):
     """Without a sandbox to empty, a host's children (each in a process group of its own) are killed with it: a
     child busy in the notebook's code, which no grader closed (a test that failed half-way), no longer outlives
     the host."""
-    host = Host(None)
+    box = make_box()
+    host = Host(box)
     channel, pid = host.fork({"cells": [("spin", "class Spin:\n    while True:\n        pass\n")], "threads": 1,
                               "memory_mb": 0, "served": {}})
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and os.getpgid(pid) != pid:  # until it leads its own group
-            time.sleep(0.1)
-        assert os.getpgid(pid) == pid, "the child leads a process group of its own"
+        until(lambda: leads_a_group(pid), "the child leads a process group of its own")
     finally:
         host.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and alive(pid):
+    try:
+        until(lambda: not alive(pid), f"the host's child {pid} outlived it")
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        channel.close()
+        if box is not None:
+            box.close()
+
+
+def until(condition, failure: str, seconds: float = 60) -> None:
+    """Wait up to `seconds` for `condition()`; fail with `failure` if it never holds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not condition():
         time.sleep(0.1)
-    still = alive(pid)
-    if still:
-        os.kill(pid, signal.SIGKILL)
-    channel.close()
-    assert not still, f"the host's child {pid} outlived it"
+    assert condition(), failure
+
+
+def leads_a_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
 
 
 def alive(pid: int) -> bool:
