@@ -92,7 +92,7 @@ def as_released(notebook: nbformat.NotebookNode, grade_ids: tuple[str, ...]) -> 
 def parts_solved() -> nbformat.NotebookNode:
     """The solution's Parts 1 and 2, the bonus classes as released: every auto-graded test's points (the extra credit
     aside), graded in two thirds of the solution's time (the bonus checks are a third of it). The base of the cases
-    whose point needs Parts 1 and 2 right (a tamper, a student's habit, a loop) and not the extra credit."""
+    whose point needs Parts 1 and 2 right (a tamper, a student's habit, a loop, a stall) and not the extra credit."""
     return as_released(solved(), BONUS_CLASSES)
 
 
@@ -820,15 +820,15 @@ NEVER_STARTS_WHEN_TIMED = """class NeverStarts:
             _time.sleep(3600)
 """
 STALLS = [
-    Case("half_message", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HALF_MESSAGE),
+    Case("half_message", lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + HALF_MESSAGE),
          Expected(loses=("test_eos_and_budget",), message="sent part of a message, then waited")),
-    Case("unread_reply", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + UNREAD_REPLY),
+    Case("unread_reply", lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + UNREAD_REPLY),
          Expected(loses=("test_eos_and_budget",), message="read part of the grader's message, then waited")),
-    Case("stall_in_timing", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE + "\n" + STALL_WHEN_TIMED),
+    Case("stall_in_timing", lambda: edited(parts_solved(), CACHED_DECODE, CACHED_DECODE + "\n" + STALL_WHEN_TIMED),
          Expected(loses=("test_speedup",), message="sent part of a message, then waited")),
-    Case("flood_in_timing", lambda: edited(solved(), CACHED_DECODE, CACHED_DECODE + "\n" + FLOOD_WHEN_TIMED),
+    Case("flood_in_timing", lambda: edited(parts_solved(), CACHED_DECODE, CACHED_DECODE + "\n" + FLOOD_WHEN_TIMED),
          Expected(loses=("test_speedup",), message="messages for one request")),
-    Case("never_starts_in_timing", lambda: with_cell(solved(), NEVER_STARTS_WHEN_TIMED, after="imports"),
+    Case("never_starts_in_timing", lambda: with_cell(parts_solved(), NEVER_STARTS_WHEN_TIMED, after="imports"),
          Expected(loses=("test_speedup",), message="sent nothing, then waited")),
 ]
 
@@ -849,7 +849,8 @@ STUDENTS = [
     Case("sleeps_when_graded", lambda: with_cell(first_class(), SLEEP_WHEN_GRADED, after="test_counts"),
          Expected("timeout", CACHED, "stopped a cell at its time limit and went on: cell", marker=True)),
     Case("compiled_models", compiled_models),
-    Case("malformed_request", lambda: edited(solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + MALFORMED_REQUEST),
+    Case("malformed_request",
+         lambda: edited(parts_solved(), SPECULATIVE_DECODE, SPECULATIVE_DECODE + MALFORMED_REQUEST),
          Expected(loses=("test_eos_and_budget",), message="generate got max_length")),
     Case("long_docstrings", long_docstrings),
     Case("fills_space", fills_space,
