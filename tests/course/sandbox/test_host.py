@@ -58,6 +58,8 @@ def test_a_child_killed_by_the_grader_is_gone_while_its_host_lives(make_box):
         until(lambda: not alive(pid), f"the child {pid} the grader killed still runs")
     finally:
         host.close()
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
         channel.close()
         if box is not None:
             box.close()
