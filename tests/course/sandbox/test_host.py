@@ -1,6 +1,7 @@
 """The host children fork from (`specdec_course.sandbox.host`, running host_main.py): its start is bounded by what it
 uses, not by the clock, which a loaded machine (or an emulated one) stretches."""
 
+import contextlib
 import os
 import signal
 import threading
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from specdec_course.sandbox import host as host_module
+from specdec_course.sandbox import processes
 from specdec_course.sandbox.box import Limits, Sandbox
 from specdec_course.sandbox.host import Host
 
@@ -42,6 +44,8 @@ def test_a_host_held_up_on_the_clock_still_starts(monkeypatch):
 
 NO_SANDBOX = {"no sandbox": lambda: None, "a sandbox without isolation": lambda: Sandbox("test", "none", Limits())}
 ASLEEP = [("asleep", "import time\ntime.sleep(3600)\n")]  # definitions that never end, as a stalled notebook's
+SPIN = [("spin", "class Spin:\n    while True:\n        pass\n")]  # a child busy in the notebook's code
+GONE_SECONDS = 10  # a killed child is gone within this
 
 
 @pytest.mark.slow
@@ -49,20 +53,9 @@ ASLEEP = [("asleep", "import time\ntime.sleep(3600)\n")]  # definitions that nev
 def test_a_child_killed_by_the_grader_is_gone_while_its_host_lives(make_box):
     """A child the grader kills (a request that ran out of time) is gone at once, the host still running: with no
     sandbox, or one without isolation (no uid, no cgroup, `--no-sandbox`), whose processes are only the host."""
-    box = make_box()
-    host = Host(box)
-    channel, pid = host.fork({"cells": ASLEEP, "threads": 1, "memory_mb": 0, "served": {}})
-    try:
-        until(lambda: leads_a_group(pid), "the child leads a process group of its own")
+    with forked(make_box, ASLEEP) as (host, pid):
         host.kill(pid)
-        until(lambda: not alive(pid), f"the child {pid} the grader killed still runs")
-    finally:
-        host.close()
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-        channel.close()
-        if box is not None:
-            box.close()
+        until(lambda: not alive(pid), f"the child {pid} the grader killed still runs", GONE_SECONDS)
 
 
 @pytest.mark.slow
@@ -71,17 +64,23 @@ def test_a_closed_host_leaves_no_child_of_its_own_behind(make_box):
     """Without a sandbox to empty, a host's children (each in a process group of its own) are killed with it: a
     child busy in the notebook's code, which no grader closed (a test that failed half-way), no longer outlives
     the host."""
+    with forked(make_box, SPIN) as (host, pid):
+        host.close()
+        until(lambda: not alive(pid), f"the host's child {pid} outlived it", GONE_SECONDS)
+
+
+@contextlib.contextmanager
+def forked(make_box, cells: list[tuple[str, str]]):
+    """A host in the sandbox `make_box()` makes (None: no sandbox) and its child running `cells`, once the child
+    leads a process group of its own; afterwards nothing of them is left, whatever the test found."""
     box = make_box()
     host = Host(box)
-    channel, pid = host.fork({"cells": [("spin", "class Spin:\n    while True:\n        pass\n")], "threads": 1,
-                              "memory_mb": 0, "served": {}})
+    channel, pid = host.fork({"cells": cells, "threads": 1, "memory_mb": 0, "served": {}})
     try:
         until(lambda: leads_a_group(pid), "the child leads a process group of its own")
+        yield host, pid
     finally:
         host.close()
-    try:
-        until(lambda: not alive(pid), f"the host's child {pid} outlived it")
-    finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
         channel.close()
@@ -107,7 +106,6 @@ def leads_a_group(pid: int) -> bool:
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie, killed and not yet reaped by the host that is gone, does not)."""
     try:
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        return processes.alive(pid)
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return state != "Z"
